@@ -1,0 +1,90 @@
+"""rb_otel: ReasonBlocks-style steering for LangChain 1.x agents, exported as OpenTelemetry.
+
+Public names are imported lazily (PEP 562), so ``import rb_otel`` stays cheap and never touches LangChain or
+OpenTelemetry until a name that needs them is used. Importing never installs any provider.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY: dict[str, str] = {
+    # value types
+    "ETrace": "rb_otel.types",
+    "FSMState": "rb_otel.types",
+    "MonitorEvaluation": "rb_otel.types",
+    "PendingInjection": "rb_otel.types",
+    "StepDecision": "rb_otel.types",
+    "StepLogEntry": "rb_otel.types",
+    "StepRecord": "rb_otel.types",
+    "TraceState": "rb_otel.types",
+    # steering core
+    "BaseInjection": "rb_otel.steering.injections",
+    "DifficultyFSM": "rb_otel.steering.fsm",
+    "E1Injection": "rb_otel.steering.injections",
+    "E2Injection": "rb_otel.steering.injections",
+    "E3Injection": "rb_otel.steering.injections",
+    "HashingEmbeddings": "rb_otel.steering.etraces",
+    "InMemoryPatternStore": "rb_otel.steering.etraces",
+    "LocalMonitorBackend": "rb_otel.steering.monitors",
+    "MonitorBackend": "rb_otel.steering.monitors",
+    "MonitorSteeringInjection": "rb_otel.steering.injections",
+    "Pattern": "rb_otel.steering.etraces",
+    "PatternStore": "rb_otel.steering.etraces",
+    "SteeringSession": "rb_otel.steering.session",
+    "TraceStateManager": "rb_otel.steering.state",
+    "create_injections": "rb_otel.steering.injections",
+    "render_pattern": "rb_otel.steering.rendering",
+    "score_step": "rb_otel.steering.scoring",
+    # the LangChain face
+    "ReasonBlocks": "rb_otel.reasonblocks",
+    "ReasonBlocksMiddleware": "rb_otel.integrations.langchain",
+}
+
+__all__ = sorted([*_LAZY, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rb_otel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from rb_otel.integrations.langchain import ReasonBlocksMiddleware
+    from rb_otel.reasonblocks import ReasonBlocks
+    from rb_otel.steering.etraces import HashingEmbeddings, InMemoryPatternStore, Pattern, PatternStore
+    from rb_otel.steering.fsm import DifficultyFSM
+    from rb_otel.steering.injections import (
+        BaseInjection,
+        E1Injection,
+        E2Injection,
+        E3Injection,
+        MonitorSteeringInjection,
+        create_injections,
+    )
+    from rb_otel.steering.monitors import LocalMonitorBackend, MonitorBackend
+    from rb_otel.steering.rendering import render_pattern
+    from rb_otel.steering.scoring import score_step
+    from rb_otel.steering.session import SteeringSession
+    from rb_otel.steering.state import TraceStateManager
+    from rb_otel.types import (
+        ETrace,
+        FSMState,
+        MonitorEvaluation,
+        PendingInjection,
+        StepDecision,
+        StepLogEntry,
+        StepRecord,
+        TraceState,
+    )

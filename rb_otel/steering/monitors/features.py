@@ -1,0 +1,160 @@
+"""Per-step features the local monitors read, computed once per ``StepRecord`` and cached.
+
+Tool vocabularies (our choice, documented in the README): edit tools are the v0 list; test, read and submit
+tools are matched on the action name, and shell actions count as tests when their input runs a test runner.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rb_otel.steering.text import MAX_TEXT_CHARS, content_words
+from rb_otel.types import StepRecord
+
+__all__ = ["EDIT_TOOLS", "FeatureCache", "StepFeatures"]
+
+EDIT_TOOLS = frozenset(
+    {"edit", "write", "str_replace", "str_replace_editor", "patch", "apply_patch", "create_file", "overwrite"}
+)
+TEST_TOOLS = frozenset({"pytest", "test", "run_tests", "npm test", "cargo test", "run_test", "tests"})
+READ_TOOLS = frozenset({"read", "read_file", "cat", "view", "open", "open_file", "view_file", "show_file"})
+SUBMIT_TOOLS = frozenset({"submit", "finish", "final_answer", "done", "complete", "answer"})
+
+_TEST_INPUT = re.compile(r"\b(?:pytest|unittest|tox|nox|npm (?:run )?test|cargo test|go test|make test|jest)\b")
+_TEST_KEYS = ("pytest", "unittest", "tox", "nox", "test", "jest")
+# Substrings, not words: "KeyError" and "errors" count too. Cheap on long observations.
+_ERROR_KEYS = ("error", "exception", "traceback", "failed", "failure", "fatal")
+_DONE_KEYS = ("done", "fix", "complete", "finish", "resolve", "should", "final answer", "submit", "all set")
+_RECAP_KEYS = ("summar", "recap", "step back", "going back", "read", "again", "start over", "as i said",
+               "as mentioned", "reiterate", "derive", "think")  # fmt: skip
+_SWITCH_KEYS = ("instead", "switching", "moving on", "approach", "change of plan")
+_RETRACTION_KEYS = ("wrong", "mind", "disregard", "scratch", "actually", "incorrect", "misread", "mistake",
+                    "contrary", "not the cause")  # fmt: skip
+_CLAIM_KEYS = (" is ", " are ", " was ", " were ", "n't ")
+_DONE = re.compile(
+    r"\b(?:done|fixed|complete[d]?|finished|resolved|should (?:now )?work|final answer|task is complete|"
+    r"submit(?:ting)?|all set)\b"
+)
+_RECAP = re.compile(
+    r"\b(?:to summari[sz]e|in summary|let me summari[sz]e|recap|step back|going back|re-?read|once again|"
+    r"start over|as i said|as mentioned|to reiterate|let me re-?derive|let me re-?think)\b"
+)
+_ANNOUNCED_SWITCH = re.compile(r"\b(?:instead|switching|moving on|new approach|different approach|change of plan)\b")
+_RETRACTION = re.compile(
+    r"\b(?:i was wrong|that was wrong|never ?mind|disregard (?:that|this|my)|scratch that|actually,? no|"
+    r"that(?:'s| is) (?:not right|incorrect|wrong)|i misread|my mistake|contrary to what i|is actually not|"
+    r"isn't actually|not the cause after all)\b"
+)
+# "<subject> is [not] <predicate>": the claims claim_contradiction compares across steps.
+_CLAIM = re.compile(r"\b([a-z_][\w.]{2,}) (?:is|are|was|were)( not|n't)? (?:in |the |a |an |at )*([a-z_][\w.]{2,})")
+_DOTTED = re.compile(r"[a-z_][\w-]*(?:\.\w+)+")
+_PUNCT = "\"'`.,;:!?()[]{}<>"
+
+
+def _has_any(text: str, keys: tuple[str, ...]) -> bool:
+    # A C-speed substring pre-check: the regexes below only run on texts that could match.
+    return any(k in text for k in keys)
+
+
+def _claims(thought: str) -> frozenset[tuple[str, str, bool]]:
+    if not _has_any(thought, _CLAIM_KEYS):
+        return frozenset()
+    return frozenset((subj, pred, bool(neg)) for subj, neg, pred in _CLAIM.findall(thought))
+
+
+def _paths(text: str) -> frozenset[str]:
+    tokens = (t.strip(_PUNCT) for t in text.split())
+    return frozenset(t for t in tokens if ("/" in t and len(t) > 1) or ("." in t and _DOTTED.fullmatch(t)))
+
+
+@dataclass(frozen=True, slots=True)
+class StepFeatures:
+    action: str
+    thought_words: frozenset[str]
+    input_words: frozenset[str]
+    paths: frozenset[str]
+    declares_done: bool
+    recaps: bool
+    announces_switch: bool
+    retractions: int
+    claims: frozenset[tuple[str, str, bool]]
+    is_edit: bool
+    is_test: bool
+    is_read: bool
+    is_submit: bool
+    is_error: bool
+
+
+def _compute(record: StepRecord) -> StepFeatures:
+    action = (record.action or "").strip().lower()
+    action_input = (record.action_input or "")[:MAX_TEXT_CHARS].lower()
+    observation = (record.observation or "")[:MAX_TEXT_CHARS].lower()
+    thought = record.thought[:MAX_TEXT_CHARS].lower()
+    return StepFeatures(
+        action=action,
+        thought_words=content_words(record.thought),
+        input_words=content_words(action_input),
+        paths=_paths(action_input),
+        declares_done=_has_any(thought, _DONE_KEYS) and bool(_DONE.search(thought)),
+        recaps=_has_any(thought, _RECAP_KEYS) and bool(_RECAP.search(thought)),
+        announces_switch=_has_any(thought, _SWITCH_KEYS) and bool(_ANNOUNCED_SWITCH.search(thought)),
+        retractions=len(_RETRACTION.findall(thought)) if _has_any(thought, _RETRACTION_KEYS) else 0,
+        claims=_claims(thought),
+        is_edit=action in EDIT_TOOLS,
+        is_test=action in TEST_TOOLS or (_has_any(action_input, _TEST_KEYS) and bool(_TEST_INPUT.search(action_input))),
+        is_read=action in READ_TOOLS,
+        is_submit=action in SUBMIT_TOOLS,
+        is_error=_has_any(observation, _ERROR_KEYS),
+    )
+
+
+class RunFeatures:
+    """Features of one run's steps, extended incrementally as the run grows.
+
+    A step's observation may be attached after it was first evaluated (``end_step(observation=...)``), so the
+    newest two steps are re-checked by observation identity on every call.
+    """
+
+    __slots__ = ("features", "observations", "steps")
+
+    def __init__(self, steps: Sequence[StepRecord]) -> None:
+        self.steps = steps
+        self.features: list[StepFeatures] = []
+        self.observations: list[str | None] = []
+
+    def update(self) -> list[StepFeatures]:
+        steps, feats, observations = self.steps, self.features, self.observations
+        for i in range(max(len(feats) - 2, 0), len(feats)):
+            if steps[i].observation is not observations[i]:
+                feats[i] = _compute(steps[i])
+                observations[i] = steps[i].observation
+        for i in range(len(feats), len(steps)):
+            feats.append(_compute(steps[i]))
+            observations.append(steps[i].observation)
+        return feats
+
+
+class FeatureCache:
+    """Bounded map from a run's step list (by identity) to its :class:`RunFeatures`; thread-safe.
+
+    At most ``capacity`` runs are kept (oldest evicted first); an evicted run is recomputed if it comes back,
+    so the bound costs time, never correctness.
+    """
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._capacity = capacity
+        self._runs: dict[int, RunFeatures] = {}
+        self._lock = threading.Lock()
+
+    def features(self, steps: Sequence[StepRecord]) -> list[StepFeatures]:
+        run = self._runs.get(id(steps))
+        if run is None or run.steps is not steps:
+            run = RunFeatures(steps)
+            with self._lock:
+                self._runs[id(steps)] = run
+                while len(self._runs) > self._capacity:
+                    del self._runs[next(iter(self._runs))]
+        return run.update()

@@ -1,0 +1,129 @@
+"""Our deterministic heuristics for the six v1 monitor names (spec 5.3, 5.6; the algorithms are ours).
+
+Each scorer reads the trailing window of ``StepRecord`` features (newest last) and returns a score in [0, 1],
+1 = worst. They are cheap (set operations on cached features) and fire, with the default threshold 0.6, on:
+
+* ``semantic_loop``: the newest action repeats, with paraphrased input (stemmed-word Jaccard >= 0.5), at
+  least two of the previous 12 actions with the same tool. ``min(repeats / 3, 1)``.
+* ``verification_skip``: the agent declares it is done (or calls a submit tool) after an edit with no test or
+  read since that edit (0.9); 0.3 when four or more steps passed since an unverified edit.
+* ``cyclic_compression``: re-summarising ("to summarize", "let me recap", "step back", ...) or a thought that
+  restates one of the previous five (Jaccard >= 0.6) without new action; ``min(cycles / 3, 1)`` over 6 steps.
+* ``late_sprawl``: with >= 9 actions in the window, tools and paths that first appear in its last third:
+  ``min((new_tools + new_paths / 2) / 3, 1)``.
+* ``silent_topic_drift``: after 6 steps, the last three steps share few words with the task (or, without a
+  task, with the first two thoughts); halved when the agent announces the change of direction.
+* ``claim_contradiction``: a claim in the newest thought negates an earlier one ("X is Y" vs "X is not Y",
+  1.0), or retraction phrases ("I was wrong", "scratch that", ...): 0.4 for the newest, 0.2 per earlier one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rb_otel.steering.monitors.features import StepFeatures
+from rb_otel.steering.text import content_words, jaccard
+
+__all__ = ["V1_SCORERS"]
+
+Scorer = Callable[[Sequence[StepFeatures], frozenset[str]], float]
+
+def semantic_loop(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
+    newest = window[-1]
+    if not newest.action:
+        return 0.0
+    repeats = 0
+    for earlier in window[-13:-1]:
+        if earlier.action != newest.action:
+            continue
+        if newest.input_words == earlier.input_words or jaccard(newest.input_words, earlier.input_words) >= 0.5:
+            repeats += 1
+    return min(repeats / 3.0, 1.0)
+
+
+def verification_skip(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
+    last_edit = -1
+    for i, f in enumerate(window):
+        if f.is_edit:
+            last_edit = i
+        elif last_edit >= 0 and (f.is_test or f.is_read):
+            last_edit = -1  # verified
+    if last_edit < 0:
+        return 0.0
+    newest = window[-1]
+    if newest.is_submit or newest.declares_done:
+        return 0.9
+    return 0.3 if len(window) - 1 - last_edit >= 4 else 0.0
+
+
+def cyclic_compression(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
+    recent = window[-6:]
+    cycles = sum(1 for f in recent if f.recaps)
+    for i in range(1, len(recent)):
+        current = recent[i]
+        if len(current.thought_words) < 5:
+            continue
+        for earlier in recent[max(0, i - 5) : i]:
+            same_action = current.action == earlier.action and current.input_words == earlier.input_words
+            if same_action and jaccard(current.thought_words, earlier.thought_words) >= 0.6:
+                cycles += 1
+                break
+    return min(cycles / 3.0, 1.0)
+
+
+def late_sprawl(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
+    acting = [f for f in window if f.action]
+    if len(acting) < 9:
+        return 0.0
+    cut = len(acting) * 2 // 3
+    early_tools = {f.action for f in acting[:cut]}
+    early_paths = frozenset().union(*(f.paths for f in acting[:cut]))
+    new_tools = {f.action for f in acting[cut:]} - early_tools
+    new_paths = frozenset().union(*(f.paths for f in acting[cut:])) - early_paths
+    return min((len(new_tools) + len(new_paths) / 2.0) / 3.0, 1.0)
+
+
+def silent_topic_drift(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
+    if len(window) < 6:
+        return 0.0
+    anchor = task_words or (window[0].thought_words | window[1].thought_words)
+    if len(anchor) < 3:
+        return 0.0
+    recent = window[-3:]
+    words = frozenset().union(*(f.thought_words | f.input_words for f in recent))
+    overlap = len(anchor & words) / min(len(anchor), 8)
+    if overlap >= 0.25:
+        return 0.0
+    score = 1.0 - overlap / 0.25
+    if any(f.announces_switch for f in recent):
+        score /= 2.0
+    return score
+
+
+def claim_contradiction(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
+    newest = window[-1]
+    if newest.claims:
+        flipped = {(subject, predicate, not negated) for subject, predicate, negated in newest.claims}
+        for earlier in window[-13:-1]:
+            if not flipped.isdisjoint(earlier.claims):
+                return 1.0
+    newest_retractions = newest.retractions
+    if not newest_retractions:
+        return 0.0
+    earlier_retractions = sum(f.retractions for f in window[-5:-1])
+    return min(0.4 * newest_retractions + 0.2 * earlier_retractions, 1.0)
+
+
+V1_SCORERS: dict[str, Scorer] = {
+    "claim_contradiction": claim_contradiction,
+    "semantic_loop": semantic_loop,
+    "verification_skip": verification_skip,
+    "cyclic_compression": cyclic_compression,
+    "late_sprawl": late_sprawl,
+    "silent_topic_drift": silent_topic_drift,
+}
+
+
+def task_words_of(task: str) -> frozenset[str]:
+    """The anchor words ``silent_topic_drift`` compares recent steps against."""
+    return content_words(task)

@@ -1,0 +1,97 @@
+"""Rendering of guidance: ``render_pattern`` per model family and the system-message blocks (spec 6.3, 7.2).
+
+Our format ([P]): a heading per tier, then the pattern's fields in a stable order (``title``, ``guidance``,
+``situation``, ``dead_ends``, ``unlock``, then the rest sorted). Claude models (``claude*``, ``anthropic:*``)
+get XML-style tags, which Anthropic recommends for structured prompt content; every other model gets
+markdown bullets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rb_otel.types import REASONBLOCKS_HEADER, PendingInjection
+
+__all__ = [
+    "CACHE_CONTROL",
+    "TIER_HEADINGS",
+    "guidance_block",
+    "render_injection",
+    "render_pattern",
+    "system_blocks",
+]
+
+TIER_HEADINGS: Mapping[str, str] = {
+    "e1": "Relevant prior experience",
+    "e2": "Known failure pattern",
+    "e3": "Standing rule",
+}
+_FIELD_ORDER = ("title", "guidance", "situation", "dead_ends", "unlock")
+#: Marks the cacheable prefix for Anthropic; other providers ignore it (spec 7.2).
+CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
+
+
+def model_family_is_claude(model_id: str) -> bool:
+    lowered = model_id.lower()
+    bare = lowered.split(":", 1)[1] if ":" in lowered else lowered
+    return lowered.startswith("anthropic:") or bare.startswith("claude")
+
+
+def _ordered(fields: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    known = [(k, fields[k]) for k in _FIELD_ORDER if k in fields]
+    rest = sorted((k, v) for k, v in fields.items() if k not in _FIELD_ORDER)
+    return [(k, v) for k, v in known + rest if v not in (None, "", [], {})]
+
+
+def _as_text(value: Any, *, bullet: str) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {_as_text(v, bullet=bullet)}" for k, v in sorted(value.items()))
+    if isinstance(value, Iterable):
+        return "".join(f"\n{bullet}{_as_text(v, bullet=bullet)}" for v in value)
+    return str(value)
+
+
+def render_pattern(tier: str, model_id: str, fields: Mapping[str, Any]) -> str:
+    """Render one pattern for the model that will receive it; deterministic for the same inputs."""
+    tier = tier.lower()
+    heading = TIER_HEADINGS.get(tier, f"Guidance ({tier})")
+    items = _ordered(fields)
+    if model_family_is_claude(model_id):
+        body = "\n".join(f"<{k}>{_as_text(v, bullet='  - ')}</{k}>" for k, v in items)
+        return f'<{tier}_pattern heading="{heading}">\n{body}\n</{tier}_pattern>'
+    body = "\n".join(f"- {k.replace('_', ' ')}: {_as_text(v, bullet='  - ')}" for k, v in items)
+    return f"**{heading}**\n{body}"
+
+
+def render_injection(injection: PendingInjection, model_id: str) -> str:
+    """Plain text passes through; a ``(tier, fields)`` pattern goes through :func:`render_pattern`."""
+    if injection.text is not None:
+        return injection.text
+    return render_pattern(injection.tier or "", model_id, injection.fields or {})
+
+
+def guidance_block(rendered: str) -> str:
+    """``"[REASONBLOCKS]\\n" + rendered``, or ``""`` when nothing fired."""
+    return REASONBLOCKS_HEADER + rendered if rendered else ""
+
+
+def system_blocks(
+    base_blocks: list[dict[str, Any]], rendered: str, *, cache_control: bool = True
+) -> list[dict[str, Any]]:
+    """The system message content: the base blocks (last one cache-marked), then the guidance block.
+
+    The guidance block never carries ``cache_control``, so changing guidance never invalidates the cached base.
+    Returns ``[]`` when there is neither a base nor guidance (no system message is then sent).
+    """
+    blocks = [dict(b) for b in base_blocks]
+    if blocks and cache_control and blocks[-1].get("type") == "text":
+        blocks[-1]["cache_control"] = dict(CACHE_CONTROL)
+    if not cache_control:
+        for block in blocks:
+            block.pop("cache_control", None)
+    if rendered:
+        blocks.append({"type": "text", "text": guidance_block(rendered)})
+    return blocks

@@ -1,0 +1,369 @@
+"""``SteeringSession``: the framework-free steering pipeline for one run, driven by hand (spec 1.7, 2.2).
+
+A framework integration (or your own agent loop) calls ``begin_step`` before each model call, applies the
+decision (system block, routed model), calls the model, then ``end_step``. The LangChain middleware uses this
+same class, so both produce identical step logs and telemetry.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Protocol, runtime_checkable
+
+from rb_otel.steering.fsm import DifficultyFSM
+from rb_otel.steering.guardrails import DEFAULT_E1_GATE_COMPOSITE, e1_gate_open
+from rb_otel.steering.injections import BaseInjection, MonitorSteeringInjection, StepContext
+from rb_otel.steering.rendering import render_injection
+from rb_otel.steering.state import TraceStateManager
+from rb_otel.types import (
+    FIRST_CALL_PREVIEW,
+    INJECTION_PREVIEW_CHARS,
+    OBSERVATION_CHARS,
+    THOUGHT_PREVIEW_CHARS,
+    FSMState,
+    MonitorEvaluation,
+    PendingInjection,
+    StepDecision,
+    StepLogEntry,
+    StepRecord,
+)
+
+__all__ = ["FAST_SKIPPED_REASON", "SteeringSession", "StepEmitter", "parse_model_routing"]
+
+_log = logging.getLogger("rb_otel.steering")
+
+FAST_SKIPPED_REASON = "FSM=FAST, e-traces skipped"
+_ROUTABLE = (FSMState.FAST, FSMState.NORMAL, FSMState.SLOW, FSMState.SKIP)
+_EVAL_HISTORY_KEEP = 64
+
+
+@runtime_checkable
+class StepEmitter(Protocol):
+    """Receives a run's events. Called synchronously on the agent's thread, so it must not block or throw
+    (the session logs and drops any exception it raises)."""
+
+    def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
+
+    def step(self, run_id: str, entry: StepLogEntry, *, steering_ms: float | None = None) -> None: ...
+
+    def run_finish(self, run_id: str, outcome: str) -> None: ...
+
+    def close(self, timeout: float = 5.0) -> None: ...
+
+
+def parse_model_routing(routing: Mapping[Any, Any] | None) -> dict[FSMState, Any]:
+    """Validate a ``model_routing`` mapping keyed by FSM state (enum or name); values are kept as given."""
+    if not routing:
+        return {}
+    if not isinstance(routing, Mapping):
+        raise TypeError(f"model_routing must be a mapping of FSM state to model, got {type(routing).__name__}")
+    parsed: dict[FSMState, Any] = {}
+    for key, value in routing.items():
+        try:
+            state = key if isinstance(key, FSMState) else FSMState(str(key).upper())
+        except ValueError:
+            raise ValueError(f"model_routing: unknown FSM state {key!r}; use FAST, NORMAL, SLOW or SKIP") from None
+        if state not in _ROUTABLE:
+            raise ValueError(f"model_routing: {state.value} cannot be routed; use FAST, NORMAL, SLOW or SKIP")
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise ValueError(f"model_routing[{state.value}] must be a model id or a chat model, got {value!r}")
+        parsed[state] = value
+    return parsed
+
+
+def _preview(value: Any, limit: int) -> str | None:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else str(value)
+    return text[:limit]
+
+
+class SteeringSession:
+    """The steering pipeline for one run.
+
+    ``score_fn`` maps a thought to a difficulty in [0, 1]: a non-finite result counts as 0.5 and an out-of-range
+    one is clamped (both logged); a non-number raises ``TypeError``. ``model_routing`` maps FSM states to model
+    ids; the session only reports ``model_override``, the integration swaps the model.
+    """
+
+    def __init__(
+        self,
+        *,
+        score_fn: Callable[[str], float],
+        fsm: DifficultyFSM,
+        state_manager: TraceStateManager,
+        injections: Sequence[BaseInjection],
+        model_routing: Mapping[Any, str] | None = None,
+        emitter: StepEmitter | None = None,
+        run_id: str | None = None,
+        run_metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not callable(score_fn):
+            raise TypeError("score_fn must be callable")
+        if not isinstance(fsm, DifficultyFSM):
+            raise TypeError(f"fsm must be a DifficultyFSM, got {type(fsm).__name__}")
+        if not isinstance(state_manager, TraceStateManager):
+            raise TypeError(f"state_manager must be a TraceStateManager, got {type(state_manager).__name__}")
+        bad = [type(i).__name__ for i in injections if not isinstance(i, BaseInjection)]
+        if bad:
+            raise TypeError(f"injections must be BaseInjection instances, got {', '.join(bad)}")
+        self.score_fn = score_fn
+        self.fsm = fsm
+        self.state_manager = state_manager
+        self.injections = list(injections)
+        self.model_routing = {s: str(v) for s, v in parse_model_routing(model_routing).items()}
+        self.emitter = emitter
+        self.run_id = run_id or state_manager.trace_id
+        self.run_metadata: dict[str, Any] = dict(run_metadata or {})
+        self.step_log: list[StepLogEntry] = []
+        self._e1_gate_composite_threshold = DEFAULT_E1_GATE_COMPOSITE
+        self._monitor_eval_history: list[MonitorEvaluation] = []
+        self._monitors = [i for i in self.injections if isinstance(i, MonitorSteeringInjection)]
+        self._has_etraces = any(i.bypassed_in_fast and not isinstance(i, MonitorSteeringInjection)
+                                for i in self.injections)  # fmt: skip
+        self._thoughts: deque[str] = deque(maxlen=5)
+        self._next_step = 0
+        self._open: dict[int, StepRecord | None] = {}
+        self._started = False
+        self._finished = False
+        self._failure_reason: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> FSMState:
+        return self.state_manager.state.current_state
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def start(self) -> None:
+        """Emit ``run_start`` once; later calls do nothing."""
+        if self._started:
+            return
+        self._started = True
+        self._emit("run_start", self.run_id, self.run_metadata)
+
+    def mark_failure(self, *, reason: str = "failure") -> None:
+        """Replace the default ``success`` outcome with ``reason`` (must come before ``finish``)."""
+        self._failure_reason = str(reason) or "failure"
+
+    def finish(self, *, outcome_status: str = "success") -> None:
+        """Emit ``run_finish`` once. A ``mark_failure`` reason wins over the default ``success``."""
+        if self._finished:
+            return
+        self.start()
+        self._finished = True
+        outcome = self._failure_reason if outcome_status == "success" and self._failure_reason else outcome_status
+        self._emit("run_finish", self.run_id, outcome)
+
+    def close(self, *, timeout: float = 5.0) -> None:
+        """Drain and stop the emitter; safe to call more than once."""
+        if self.emitter is not None:
+            self._emit("close", timeout)
+
+    def __enter__(self) -> SteeringSession:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if exc_type is None:
+                self.finish()
+            else:
+                self.finish(outcome_status=f"failure: {exc_type.__name__}")
+        finally:
+            self.close()
+
+    async def __aenter__(self) -> SteeringSession:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- steps -------------------------------------------------------------------------------------------
+
+    def begin_step(
+        self,
+        *,
+        thought: str | None,
+        action: str | None = None,
+        action_input: Any = None,
+        observation: Any = None,
+        model_id: str = "",
+    ) -> StepDecision:
+        """Score, transition, evaluate monitors and retrieve guidance for the next model call.
+
+        ``thought=None`` takes the first-call path: no scoring, no monitors, only E3. ``model_id`` is the model
+        the call would use without routing; patterns are rendered for the routed model, else for it.
+        """
+        if thought is not None and not isinstance(thought, str):
+            raise TypeError(f"begin_step(thought=...) expects a str or None, got {type(thought).__name__}")
+        started = time.perf_counter()
+        self.start()
+        step = self._next_step
+        score = None if thought is None else self._score(thought)
+        self._next_step += 1  # only once the step is certain to exist
+
+        trace = self.state_manager.state
+        record: StepRecord | None = None
+        if score is None or thought is None:
+            state = trace.current_state
+            entry = StepLogEntry(step=step, fsm_state=state.value, thought_preview=FIRST_CALL_PREVIEW)
+        else:
+            record = StepRecord(
+                step_index=len(trace.steps),
+                thought=thought,
+                action=None if action is None else str(action),
+                action_input=_preview(action_input, 1 << 20),
+                observation=_preview(observation, OBSERVATION_CHARS),
+                difficulty=score,
+            )
+            self.state_manager.record_step(record)
+            state = self.fsm.transition(trace.current_state, trace.difficulty_history)
+            record.state = state
+            self.state_manager.set_state(state)
+            self._thoughts.append(thought)
+            entry = StepLogEntry(
+                step=step, fsm_state=state.value, thought_preview=thought[:THOUGHT_PREVIEW_CHARS], difficulty=score
+            )
+        self._open[step] = record
+
+        pending = self._collect(step, state, first_call=record is None, entry=entry, model_id=model_id)
+        override = self.model_routing.get(state)
+        render_model = override or model_id
+        rendered = [render_injection(p, render_model) for p in pending]
+        entry.injections = [t[:INJECTION_PREVIEW_CHARS] for t in rendered]
+        entry.injection_sources = [p.source for p in pending]
+        entry.intervention_texts = rendered
+        return StepDecision(
+            state=state,
+            entry=entry,
+            pending=pending,
+            model_override=override,
+            rendered_injection_text="\n\n".join(rendered),
+            steering_ms=(time.perf_counter() - started) * 1000.0,
+        )
+
+    def end_step(
+        self,
+        decision: StepDecision,
+        *,
+        model_id: str = "",
+        tokens: int = 0,
+        tool_calls: Sequence[str] | None = None,
+        latency_ms: float = 0.0,
+        observation: Any = None,
+    ) -> StepLogEntry:
+        """Complete ``decision.entry`` with the call's results, append it to ``step_log`` and emit it."""
+        if not isinstance(decision, StepDecision):
+            raise TypeError(f"end_step expects the StepDecision from begin_step, got {type(decision).__name__}")
+        entry = decision.entry
+        if entry.step not in self._open:
+            raise ValueError(f"step {entry.step} was already ended (or does not belong to this session)")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
+        if not isinstance(latency_ms, int | float) or not math.isfinite(latency_ms):
+            raise ValueError(f"latency_ms must be a finite number, got {latency_ms!r}")
+        record = self._open.pop(entry.step)
+        entry.model_id = model_id or decision.model_override or ""
+        entry.tokens = tokens
+        entry.tool_calls = [str(t) for t in (tool_calls or ())]
+        entry.latency_ms = float(latency_ms)
+        self.state_manager.add_tokens(tokens)
+        if record is not None:
+            record.tokens_used += tokens
+        if observation is not None and self.state_manager.state.steps:
+            self.state_manager.state.steps[-1].observation = _preview(observation, OBSERVATION_CHARS)
+        self.step_log.append(entry)
+        if self.emitter is not None:
+            try:
+                self.emitter.step(self.run_id, entry, steering_ms=decision.steering_ms)
+            except Exception:
+                _log.warning("telemetry emitter failed in step; continuing", exc_info=True)
+        return entry
+
+    def discard_step(self, decision: StepDecision) -> None:
+        """Forget a step whose model call failed: nothing is appended to ``step_log``."""
+        self._open.pop(decision.entry.step, None)
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _score(self, thought: str) -> float:
+        value = self.score_fn(thought)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"score_fn returned {type(value).__name__}; expected a float in [0, 1]")
+        if not math.isfinite(value):
+            _log.warning("score_fn returned %r; using 0.5", value)
+            return 0.5
+        if not 0.0 <= value <= 1.0:
+            _log.warning("score_fn returned %r, outside [0, 1]; clamping", value)
+            return min(max(float(value), 0.0), 1.0)
+        return float(value)
+
+    def _collect(
+        self, step: int, state: FSMState, *, first_call: bool, entry: StepLogEntry, model_id: str
+    ) -> list[PendingInjection]:
+        meta = self.run_metadata
+        ctx = StepContext(
+            step=step,
+            state=state,
+            first_call=first_call,
+            thoughts=list(self._thoughts),
+            trace_steps=self.state_manager.state.steps,
+            model=model_id or str(meta.get("model", "")),
+            task=str(meta.get("task", "") or ""),
+            task_profile=str(meta.get("task_profile", "coding") or "coding"),
+            monitor_weights=meta.get("monitor_weights"),
+        )
+        if not first_call and self._monitors:
+            evaluation = self._monitors[0].evaluate(ctx)
+            ctx.evaluation = evaluation
+            self._remember(evaluation)
+            entry.monitors_fired = list(evaluation.fired)
+            entry.failure_type = evaluation.failure_type
+        ctx.eval_history = self._monitor_eval_history
+        ctx.e1_gate_open = e1_gate_open(
+            self._monitor_eval_history,
+            monitors_configured=bool(self._monitors),
+            composite_threshold=self._e1_gate_composite_threshold,
+        )
+        if state is FSMState.FAST and not first_call and self._has_etraces:
+            entry.skipped_reason = FAST_SKIPPED_REASON
+        pending: list[PendingInjection] = []
+        for injection in self.injections:
+            if first_call and not injection.on_first_call:
+                continue
+            if not first_call and (
+                not injection.on_scored_steps or (state is FSMState.FAST and injection.bypassed_in_fast)
+            ):
+                continue
+            try:
+                pending.extend(injection.retrieve(ctx))
+            except Exception as exc:  # a custom injection must not break the step
+                _log.warning("%s failed, continuing without it: %s", injection.source, type(exc).__name__)
+        return pending
+
+    def _remember(self, evaluation: MonitorEvaluation) -> None:
+        history = self._monitor_eval_history
+        history.append(evaluation)
+        if len(history) > 2 * _EVAL_HISTORY_KEEP:
+            del history[:-_EVAL_HISTORY_KEEP]
+
+    def _emit(self, method: str, *args: Any) -> None:
+        if self.emitter is None:
+            return
+        try:
+            getattr(self.emitter, method)(*args)
+        except Exception:
+            _log.warning("telemetry emitter failed in %s; continuing", method, exc_info=True)

@@ -1,0 +1,54 @@
+"""Small, deterministic text helpers shared by the local monitors and the embedded pattern store."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["content_words", "jaccard", "stem"]
+
+_WORD = re.compile(r"[a-z0-9_]+")
+#: Monitors read at most this much of one text, so a 10 MB thought costs the same as a long one.
+MAX_TEXT_CHARS = 4000
+
+STOPWORDS = frozenset(
+    "a an the and or but if then else of to in on at by for with from into onto as is are was were be been being "
+    "it its this that these those there here i me my we our you your he she they them their what which who whom "
+    "do does did done doing have has had having not no so too very can could should would will shall may might "
+    "must just also than about over under again further once all any both each few more most other some such "
+    "only own same let lets now use using used get got make made file line".split()
+)
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "ies", "es", "ly", "s")
+
+
+_STEMS: dict[str, str] = {}
+_MAX_STEMS = 100_000
+
+
+def stem(word: str) -> str:
+    """A crude suffix stripper: enough to make "timeouts"/"timeout" and "checking"/"checked" agree."""
+    hit = _STEMS.get(word)
+    if hit is not None:
+        return hit
+    result = word
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            result = word[: -len(suffix)]
+            break
+    if len(_STEMS) < _MAX_STEMS:  # bounded: vocabularies are open-ended
+        _STEMS[word] = result
+    return result
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Stemmed, lower-cased words of at least 3 characters that are not stop words."""
+    return frozenset(
+        [stem(w) for w in _WORD.findall(text[:MAX_TEXT_CHARS].lower()) if len(w) >= 3 and w not in STOPWORDS]
+    )
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """|a & b| / |a | b|, and 0.0 when both are empty."""
+    if not a and not b:
+        return 0.0
+    return len(a & b) / len(a | b)

@@ -1,13 +1,199 @@
-"""``ReasonBlocks``: the entry point users construct (filled in by the middleware module)."""
+"""``ReasonBlocks``: the entry point. Holds the configuration shared by every run and builds middleware.
+
+Everything is validated here, at the API boundary, so a bad threshold or routing table fails on construction
+with a clear message instead of deep inside an agent run.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import metrics, trace
+
+from rb_otel.steering.etraces.store import PatternStore
+from rb_otel.steering.fsm import DifficultyFSM
+from rb_otel.steering.injections import BaseInjection, create_injections
+from rb_otel.steering.monitors.local import MonitorBackend
+from rb_otel.steering.monitors.profiles import resolve_weights
 from rb_otel.steering.scoring import score_step as _score_step
+from rb_otel.steering.session import SteeringSession, StepEmitter
+from rb_otel.steering.state import TraceStateManager
+from rb_otel.telemetry import RunInfo, Telemetry
+
+if TYPE_CHECKING:
+    from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
+    from rb_otel.integrations.langchain.routing import ModelRouter
 
 __all__ = ["ReasonBlocks"]
 
+_log = logging.getLogger("rb_otel")
+
 
 class ReasonBlocks:
-    """Builds steering middleware for LangChain agents."""
+    """Steering for LangChain agents, exported as OpenTelemetry.
+
+    With no ``api_key``/``base_url`` everything runs embedded (local monitors, the shipped pattern library);
+    nothing is sent anywhere but the OpenTelemetry providers (``tracer_provider``/``meter_provider``, else the
+    global ones). ``live_streaming_enabled=False`` turns export off; step logs still fill.
+    """
 
     score_step = staticmethod(_score_step)
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        token_budget: int | None = None,
+        monitor_names: list[str] | None = None,
+        fsm_thresholds: Mapping[str, Any] | None = None,
+        model_routing: Mapping[Any, Any] | None = None,
+        e_traces_enabled: bool = True,
+        live_streaming_enabled: bool = True,
+        task_profile: str = "coding",
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        capture_content: bool | None = None,
+        monitor_weights: Mapping[str, float] | None = None,
+        monitor_backend: MonitorBackend | None = None,
+        pattern_store: PatternStore | None = None,
+        score_fn: Callable[[str], float] | None = None,
+    ) -> None:
+        if api_key is not None and not isinstance(api_key, str):
+            raise TypeError("api_key must be a str or None")
+        if fsm_thresholds is not None and not isinstance(fsm_thresholds, Mapping):
+            raise TypeError(f"fsm_thresholds must be a mapping, got {type(fsm_thresholds).__name__}")
+        if not isinstance(task_profile, str) or not task_profile:
+            raise ValueError("task_profile must be a non-empty string")
+        resolve_weights(task_profile, monitor_weights)  # unknown profile or bad weight: fail now
+        if score_fn is not None and not callable(score_fn):
+            raise TypeError("score_fn must be callable")
+        self._api_key = api_key
+        self.base_url = (base_url or os.environ.get("REASONBLOCKS_BASE_URL") or "").rstrip("/") or None
+        if api_key or base_url:
+            _log.warning("rb-api backends are not available in this version; steering runs embedded")
+        del monitor_names  # accepted for backward compatibility and ignored (spec 1.1)
+        self.token_budget = token_budget
+        TraceStateManager(token_budget=token_budget)  # validates the budget
+        self.fsm = DifficultyFSM(**dict(fsm_thresholds or {}))
+        self.e_traces_enabled = bool(e_traces_enabled)
+        self.live_streaming_enabled = bool(live_streaming_enabled)
+        self.task_profile = task_profile
+        self.monitor_weights = dict(monitor_weights) if monitor_weights else None
+        self.monitor_backend = monitor_backend
+        self.pattern_store = pattern_store
+        self.score_fn: Callable[[str], float] = score_fn or _score_step
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self.telemetry = Telemetry(
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            capture_content=capture_content,
+            enabled=self.live_streaming_enabled,
+        )
+        self._model_routing = model_routing
+        self._router: ModelRouter | None = None
+        if model_routing:
+            self._router = self._make_router(model_routing)
+
+    def __repr__(self) -> str:
+        # Never show the key.
+        key = "set" if self._api_key else "none"
+        return f"ReasonBlocks(api_key=<{key}>, task_profile={self.task_profile!r}, fsm={self.fsm!r})"
+
+    @staticmethod
+    def _make_router(routing: Mapping[Any, Any]) -> ModelRouter:
+        from rb_otel.integrations.langchain.routing import ModelRouter
+
+        return ModelRouter(routing)
+
+    @property
+    def router(self) -> ModelRouter:
+        if self._router is None:
+            self._router = self._make_router({})
+        return self._router
+
+    # -- factories -----------------------------------------------------------------------------------------
+
+    def new_injections(self) -> list[BaseInjection]:
+        """A fresh injection pipeline for one run (injections count their own calls)."""
+        return create_injections(self.monitor_backend, self.pattern_store, self.e_traces_enabled)
+
+    def new_session(
+        self,
+        *,
+        run_id: str | None = None,
+        emitter: StepEmitter | None = None,
+        run_metadata: Mapping[str, Any] | None = None,
+    ) -> SteeringSession:
+        """A ``SteeringSession`` configured like this object's middleware."""
+        metadata = {"task_profile": self.task_profile, **dict(run_metadata or {})}
+        if self.monitor_weights:
+            metadata["monitor_weights"] = self.monitor_weights
+        return SteeringSession(
+            score_fn=self.score_fn,
+            fsm=self.fsm,
+            state_manager=TraceStateManager(run_id, token_budget=self.token_budget),
+            injections=self.new_injections(),
+            model_routing=self.router.ids if self._router is not None else None,
+            emitter=emitter,
+            run_id=run_id,
+            run_metadata=metadata,
+        )
+
+    def session(self, *, run_id: str | None = None, agent_name: str = "", task: str = "",
+                framework: str = "custom", model: str = "", **metadata: Any) -> SteeringSession:  # fmt: skip
+        """A ``SteeringSession`` exporting to OpenTelemetry, for agent loops without LangChain."""
+        session = self.new_session(run_id=run_id, run_metadata={
+            "agent_name": agent_name, "task": task, "framework": framework, "model": model})  # fmt: skip
+        info = RunInfo(run_id=session.run_id, agent_name=agent_name, framework=framework,
+                       task_profile=self.task_profile, task=task, model=model, metadata=metadata)  # fmt: skip
+        self.telemetry.instruments.init_skip_series(agent_name)
+        session.emitter = self.telemetry.run(info)
+        return session
+
+    def middleware(
+        self,
+        run_id: str | None = None,
+        agent_name: str = "",
+        task: str = "",
+        framework: str = "langchain",
+        model: str = "",
+        codebase_id: str = "",
+        org_id: str = "default",
+        project_id: str = "default",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> ReasonBlocksMiddleware:
+        """A LangChain ``AgentMiddleware``; put it last in ``create_agent(middleware=[...])``."""
+        from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
+
+        return ReasonBlocksMiddleware(
+            self,
+            run_id=run_id,
+            agent_name=agent_name,
+            task=task,
+            framework=framework,
+            model=model,
+            codebase_id=codebase_id,
+            org_id=org_id,
+            project_id=project_id,
+            metadata=metadata,
+        )
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Force-flush the providers in use, when they support it (the SDK's do)."""
+        providers = (
+            self._tracer_provider or trace.get_tracer_provider(),
+            self._meter_provider or metrics.get_meter_provider(),
+        )
+        for provider in providers:
+            flush = getattr(provider, "force_flush", None)
+            if flush is None:
+                continue
+            try:
+                flush(int(timeout * 1000))
+            except Exception:
+                _log.warning("flushing %s failed", type(provider).__name__, exc_info=True)

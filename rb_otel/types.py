@@ -250,6 +250,7 @@ class StepDecision:
     model_override: str | None = None
     rendered_injection_text: str = ""
     steering_ms: float = 0.0
+    evaluation: MonitorEvaluation | None = None
 
     @property
     def guidance_block(self) -> str:

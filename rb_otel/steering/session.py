@@ -49,7 +49,9 @@ class StepEmitter(Protocol):
 
     def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
 
-    def step(self, run_id: str, entry: StepLogEntry, *, steering_ms: float | None = None) -> None: ...
+    def step(
+        self, run_id: str, entry: StepLogEntry, *, steering_ms: float | None = None, composite: float | None = None
+    ) -> None: ...
 
     def run_finish(self, run_id: str, outcome: str) -> None: ...
 
@@ -142,6 +144,11 @@ class SteeringSession:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def steps_begun(self) -> int:
+        """How many ``begin_step`` calls this run has had (the next step's index)."""
+        return self._next_step
 
     def start(self) -> None:
         """Emit ``run_start`` once; later calls do nothing."""
@@ -239,7 +246,7 @@ class SteeringSession:
             )
         self._open[step] = record
 
-        pending = self._collect(step, state, first_call=record is None, entry=entry, model_id=model_id)
+        pending, evaluation = self._collect(step, state, first_call=record is None, entry=entry, model_id=model_id)
         override = self.model_routing.get(state)
         render_model = override or model_id
         rendered = [render_injection(p, render_model) for p in pending]
@@ -253,6 +260,7 @@ class SteeringSession:
             model_override=override,
             rendered_injection_text="\n\n".join(rendered),
             steering_ms=(time.perf_counter() - started) * 1000.0,
+            evaluation=evaluation,
         )
 
     def end_step(
@@ -288,7 +296,8 @@ class SteeringSession:
         self.step_log.append(entry)
         if self.emitter is not None:
             try:
-                self.emitter.step(self.run_id, entry, steering_ms=decision.steering_ms)
+                composite = decision.evaluation.composite if decision.evaluation else None
+                self.emitter.step(self.run_id, entry, steering_ms=decision.steering_ms, composite=composite)
             except Exception:
                 _log.warning("telemetry emitter failed in step; continuing", exc_info=True)
         return entry
@@ -313,7 +322,7 @@ class SteeringSession:
 
     def _collect(
         self, step: int, state: FSMState, *, first_call: bool, entry: StepLogEntry, model_id: str
-    ) -> list[PendingInjection]:
+    ) -> tuple[list[PendingInjection], MonitorEvaluation | None]:
         meta = self.run_metadata
         ctx = StepContext(
             step=step,
@@ -352,7 +361,7 @@ class SteeringSession:
                 pending.extend(injection.retrieve(ctx))
             except Exception as exc:  # a custom injection must not break the step
                 _log.warning("%s failed, continuing without it: %s", injection.source, type(exc).__name__)
-        return pending
+        return pending, ctx.evaluation
 
     def _remember(self, evaluation: MonitorEvaluation) -> None:
         history = self._monitor_eval_history

@@ -1,0 +1,110 @@
+"""Sees every way an agent run ends, including the ones no middleware hook sees.
+
+``after_agent`` does not run when the model or a tool raises, on ``GraphRecursionError``, on cancellation, on
+an interrupt or when a stream is abandoned; LangChain's callback system does see all of them, as the end or the
+error of the graph's own chain run. The first middleware created registers one process-wide handler through
+LangChain's public ``register_configure_hook`` (the mechanism LangSmith tracing uses), so it is attached to
+every run without the caller passing ``callbacks=``.
+
+The handler only keeps a child -> parent map of chain runs in flight (dropped as they end) and calls back the
+runs a middleware asked to watch. Its methods are ``run_inline`` and must never raise.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.tracers.context import register_configure_hook
+
+__all__ = ["RunEndGuard", "guard"]
+
+_log = logging.getLogger("rb_otel.integrations.langchain")
+
+#: Called with ``None`` when the watched chain run ends, or with its exception.
+EndCallback = Callable[[BaseException | None], None]
+_MAX_TRACKED = 200_000
+
+
+class RunEndGuard(BaseCallbackHandler):
+    """Maps chain runs to their parents and reports the end of watched runs."""
+
+    run_inline = True
+    raise_error = False
+    ignore_llm = True
+    ignore_chat_model = True
+    ignore_retriever = True
+    ignore_agent = True
+    ignore_retry = True
+    ignore_custom_event = True
+
+    def __init__(self) -> None:
+        self._parents: dict[UUID, UUID | None] = {}
+        self._watched: dict[UUID, EndCallback] = {}
+        self._lock = threading.Lock()
+
+    # -- for middleware ------------------------------------------------------------------------------------
+
+    def graph_run_of(self, node_run_id: UUID | None) -> UUID | None:
+        """The chain run a hook's node belongs to (the agent graph's own run), or ``None`` if unknown."""
+        if node_run_id is None:
+            return None
+        return self._parents.get(node_run_id)
+
+    def watch(self, run_id: UUID, callback: EndCallback) -> None:
+        with self._lock:
+            self._watched[run_id] = callback
+
+    def unwatch(self, run_id: UUID) -> None:
+        with self._lock:
+            self._watched.pop(run_id, None)
+
+    # -- callbacks -----------------------------------------------------------------------------------------
+
+    def on_chain_start(
+        self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        parents = self._parents
+        if len(parents) >= _MAX_TRACKED:  # only leaks if chains never end; bound it anyway
+            parents.clear()
+        parents[run_id] = parent_run_id
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id, None)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id, error)
+
+    def _ended(self, run_id: UUID, error: BaseException | None) -> None:
+        self._parents.pop(run_id, None)
+        if run_id not in self._watched:
+            return
+        with self._lock:
+            callback = self._watched.pop(run_id, None)
+        if callback is None:
+            return
+        try:
+            callback(error)
+        except Exception:
+            _log.warning("closing a run after its graph ended failed", exc_info=True)
+
+
+_GUARD: RunEndGuard | None = None
+_GUARD_LOCK = threading.Lock()
+
+
+def guard() -> RunEndGuard:
+    """The process-wide guard, registered with LangChain on first use (never on import)."""
+    global _GUARD
+    if _GUARD is None:
+        with _GUARD_LOCK:
+            if _GUARD is None:
+                instance = RunEndGuard()
+                register_configure_hook(contextvars.ContextVar("rb_otel_run_end_guard", default=instance), True)
+                _GUARD = instance
+    return _GUARD

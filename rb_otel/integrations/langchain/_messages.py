@@ -1,0 +1,153 @@
+"""Pure helpers that read LangChain messages and chat models (no state, no telemetry)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from rb_otel.telemetry import ChatResponse
+
+__all__ = ["LastTurn", "ModelIdentity", "chat_response", "identify_model", "last_turn", "message_text"]
+
+#: LangChain ``ls_provider`` -> OpenTelemetry ``gen_ai.provider.name`` (well-known values only).
+_PROVIDER_NAMES = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "azure": "azure.ai.openai",
+    "azure_openai": "azure.ai.openai",
+    "google_genai": "gcp.gemini",
+    "google_vertexai": "gcp.vertex_ai",
+    "google_anthropic_vertex": "gcp.vertex_ai",
+    "bedrock": "aws.bedrock",
+    "amazon_bedrock": "aws.bedrock",
+    "bedrock_converse": "aws.bedrock",
+    "mistralai": "mistral_ai",
+    "groq": "groq",
+    "cohere": "cohere",
+    "deepseek": "deepseek",
+    "xai": "x_ai",
+    "perplexity": "perplexity",
+    "ibm": "ibm.watsonx.ai",
+}
+#: Providers whose APIs have no use for Anthropic's ``cache_control`` marker (it is stripped for them).
+NO_CACHE_CONTROL = frozenset({"openai", "azure.ai.openai"})
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text of a message: a string content, or its text blocks joined with a space."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return " ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True, slots=True)
+class LastTurn:
+    """The agent's newest thought, the action it chose and the newest tool observation."""
+
+    thought: str
+    action: str | None
+    action_input: str | None
+    observation: str | None
+
+
+def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
+    """Read the newest non-empty AIMessage text (``""`` if none) and the newest ToolMessage ([C29])."""
+    thought = ""
+    action = action_input = observation = None
+    for message in reversed(messages):
+        if observation is None and isinstance(message, ToolMessage):
+            observation = message_text(message)
+        elif isinstance(message, AIMessage):
+            if action is None and message.tool_calls:
+                call = message.tool_calls[0]
+                action = call.get("name") or None
+                action_input = _dump(call.get("args"))
+            text = message_text(message)
+            if text:
+                thought = text
+                break
+    return LastTurn(thought, action, action_input, observation)
+
+
+def _dump(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelIdentity:
+    provider: str
+    name: str
+
+    @property
+    def model_id(self) -> str:
+        """``provider:name``, the ``init_chat_model`` form."""
+        return f"{self.provider}:{self.name}" if self.provider else self.name
+
+
+_IDENTITIES: dict[int, tuple[BaseChatModel, ModelIdentity]] = {}
+_IDENTITIES_LOCK = threading.Lock()
+
+
+def identify_model(model: Any) -> ModelIdentity:
+    """Provider and model name of a chat model, from LangChain's ``_get_ls_params`` (cached per instance)."""
+    hit = _IDENTITIES.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    provider, name = "", ""
+    try:
+        params = model._get_ls_params()
+        provider = str(params.get("ls_provider") or "")
+        name = str(params.get("ls_model_name") or "")
+    except Exception:  # private LangChain API: tolerate its absence or failure
+        pass
+    if not name:
+        name = str(getattr(model, "model_name", "") or getattr(model, "model", "") or type(model).__name__)
+    identity = ModelIdentity(_PROVIDER_NAMES.get(provider, provider), name)
+    if isinstance(model, BaseChatModel):
+        with _IDENTITIES_LOCK:
+            if len(_IDENTITIES) > 1024:
+                _IDENTITIES.clear()
+            _IDENTITIES[id(model)] = (model, identity)
+    return identity
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def chat_response(message: AIMessage) -> tuple[int, list[str], ChatResponse]:
+    """``(total tokens, tool call names, response details)`` from a model's reply."""
+    usage = message.usage_metadata or {}
+    input_details: Any = usage.get("input_token_details") or {}
+    output_details: Any = usage.get("output_token_details") or {}
+    meta = message.response_metadata or {}
+    finish = meta.get("finish_reason") or meta.get("stop_reason")
+    response = ChatResponse(
+        response_model=str(meta.get("model_name") or meta.get("model") or ""),
+        response_id=str(message.id or "") if message.id and not str(message.id).startswith("lc_run") else "",
+        finish_reasons=[str(finish)] if finish else [],
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        cache_read_tokens=_int(input_details.get("cache_read")),
+        cache_creation_tokens=_int(input_details.get("cache_creation")),
+        reasoning_tokens=_int(output_details.get("reasoning")),
+    )
+    total = _int(usage.get("total_tokens")) or 0
+    tool_calls = [str(call.get("name", "")) for call in message.tool_calls]
+    return total, tool_calls, response

@@ -1,0 +1,526 @@
+"""``ReasonBlocksMiddleware``: LangChain 1.x hooks -> ``SteeringSession`` -> OpenTelemetry.
+
+Per-step work happens inside ``wrap_model_call`` / ``wrap_tool_call``, which add no graph nodes; only
+``before_agent`` and ``after_agent`` are nodes (one each per run). One instance serves any number of sequential
+or concurrent invocations: per-run state lives in a registry keyed by ``rb_run_id``, a private field of the
+agent state, and every span is parented to its run explicitly (LangGraph runs each node in its own context).
+
+Hook contract: steering failures are logged at WARNING and the model or tool is called unmodified; exceptions
+raised by the model or a tool propagate unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse, OmitFromInput, PrivateStateAttr
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command, TracePolicy, omit_payload
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from rb_otel.integrations.langchain._guard import guard
+from rb_otel.integrations.langchain._messages import (
+    NO_CACHE_CONTROL,
+    chat_response,
+    identify_model,
+    last_turn,
+    message_text,
+)
+from rb_otel.steering.rendering import system_blocks
+from rb_otel.steering.session import SteeringSession
+from rb_otel.steering.state import TraceStateManager
+from rb_otel.telemetry import RunInfo
+from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
+from rb_otel.types import StepDecision, StepLogEntry
+
+from .runs import AgentRun, RunRegistry
+
+if TYPE_CHECKING:
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.runtime import Runtime
+
+    from rb_otel.reasonblocks import ReasonBlocks
+
+__all__ = ["RBState", "ReasonBlocksMiddleware"]
+
+_log = logging.getLogger("rb_otel.integrations.langchain")
+
+#: run_start keys that are stored in their own fields, so they are removed from ``metadata`` (spec 1.3).
+_DEDICATED_KEYS = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id",
+                   "task_profile")  # fmt: skip
+
+ModelResult = ModelResponse | AIMessage | ExtendedModelResponse
+
+
+class RBState(AgentState[Any]):
+    """Agent state fields rb_otel adds: the run key, and the run's step log in the returned state."""
+
+    rb_run_id: NotRequired[Annotated[str, OmitFromInput]]
+    rb_step_log: NotRequired[Annotated[list[dict[str, Any]], OmitFromInput]]
+    rb_internal: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+
+
+def _reply(response: ModelResult) -> AIMessage | None:
+    if isinstance(response, AIMessage):
+        return response
+    if isinstance(response, ExtendedModelResponse):
+        response = response.model_response
+    for message in response.result:
+        if isinstance(message, AIMessage):
+            return message
+    return None
+
+
+class _StepCall:
+    """What ``wrap_model_call`` carries from before the model call to after it."""
+
+    __slots__ = ("decision", "request", "token")
+
+    def __init__(self, decision: StepDecision, request: ModelRequest[Any], token: object) -> None:
+        self.decision = decision
+        self.request = request
+        self.token = token
+
+
+class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
+    """Steers every model call of a LangChain agent and records the run as OpenTelemetry spans and metrics.
+
+    Example::
+
+        rb = ReasonBlocks(model_routing={"SLOW": strong_model})
+        agent = create_agent(model, tools, middleware=[rb.middleware(agent_name="coder")])
+        out = agent.invoke({"messages": [("user", "fix the bug")]})
+        out["rb_step_log"]  # this run's steps, as StepLogEntry.as_dict() dicts
+
+    Put it last in ``middleware=[...]`` so each retry or fallback attempt is its own ``chat`` span.
+    """
+
+    state_schema = RBState
+    trace_policy = TracePolicy(process_inputs=omit_payload, process_outputs=omit_payload)
+
+    def __init__(
+        self,
+        rb: ReasonBlocks,
+        *,
+        run_id: str | None = None,
+        agent_name: str = "",
+        task: str = "",
+        framework: str = "langchain",
+        model: str = "",
+        codebase_id: str = "",
+        org_id: str = "default",
+        project_id: str = "default",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TypeError(f"metadata must be a mapping, got {type(metadata).__name__}")
+        for name, value in (("agent_name", agent_name), ("task", task), ("framework", framework),
+                            ("model", model), ("codebase_id", codebase_id), ("org_id", org_id),
+                            ("project_id", project_id)):  # fmt: skip
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+        self._rb = rb
+        self._first_run_id = run_id
+        self.agent_name = agent_name
+        self._run_fields = {
+            "agent_name": agent_name, "task": task, "framework": framework, "model": model,
+            "codebase_id": codebase_id, "org_id": org_id, "project_id": project_id,
+            "task_profile": rb.task_profile,
+        }  # fmt: skip
+        self._metadata = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
+        self._runs = RunRegistry()
+        self._cm_depth = 0
+        self._guard = guard()
+        rb.telemetry.instruments.init_skip_series(agent_name)
+
+    # -- public surface ------------------------------------------------------------------------------------
+
+    @property
+    def step_log(self) -> list[StepLogEntry]:
+        """The step log of the most recent run (one-run-per-middleware use); ``[]`` before any run."""
+        run = self._runs.latest
+        return run.step_log if run is not None else []
+
+    def step_log_for(self, run_id: str) -> list[StepLogEntry] | None:
+        """The step log of run ``run_id`` (the ``rb_run_id`` of the returned state); recent runs only."""
+        return self._runs.step_log(run_id)
+
+    @property
+    def session(self) -> SteeringSession | None:
+        """The ``SteeringSession`` of the most recent run."""
+        run = self._runs.latest
+        return run.session if run is not None else None
+
+    @property
+    def active_runs(self) -> int:
+        return len(self._runs)
+
+    def mark_failure(self, reason: str = "failure") -> None:
+        """Replace the ``success`` outcome of the most recent run (before it finishes, see spec [C1])."""
+        run = self._runs.latest
+        if run is None or run.recorder.finished:
+            _log.warning("mark_failure(%r) came after the run finished; call it inside `with mw:`", reason)
+            return
+        run.session.mark_failure(reason=reason)
+
+    def flush_session(self, outcome_status: str = "success") -> None:
+        """Finish every open run now with ``outcome_status`` (for use without a context manager)."""
+        for run in self._runs.active():
+            self._finish(run, outcome_status)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flush the tracer and meter providers (when they support it); safe to call more than once."""
+        self._rb.flush(timeout)
+
+    def __enter__(self) -> ReasonBlocksMiddleware:
+        self._cm_depth += 1
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._cm_depth = max(self._cm_depth - 1, 0)
+        try:
+            for run in self._runs.active():
+                if not run.in_context_manager:
+                    continue
+                if exc_type is None:
+                    self._finish(run, OUTCOME_SUCCESS)
+                else:
+                    self._finish(run, f"failure: {exc_type.__name__}", error=exc)
+        finally:
+            self.close()
+
+    async def __aenter__(self) -> ReasonBlocksMiddleware:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- node hooks ----------------------------------------------------------------------------------------
+
+    def before_agent(self, state: RBState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Open the run (``run_start``): a steering session and the ``invoke_agent`` span."""
+        try:
+            self._runs.sweep(self._expire)
+            run = self._open_run(_thread_id(runtime))
+            self._watch(run)
+            return {"rb_run_id": run.key, "rb_step_log": []}
+        except Exception:
+            _log.warning("before_agent failed, continuing unmodified", exc_info=True)
+            return None
+
+    async def abefore_agent(self, state: RBState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
+    def after_agent(self, state: RBState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Finish the run on a clean return (deferred to ``__exit__`` inside ``with mw:``)."""
+        run = self._runs.get(state.get("rb_run_id"))
+        if run is None:
+            return None
+        try:
+            run.completed = True
+            step_log = [entry.as_dict() for entry in run.step_log]
+            if not run.in_context_manager:
+                self._finish(run, OUTCOME_SUCCESS)
+            return {"rb_step_log": step_log}
+        except Exception:
+            _log.warning("after_agent failed, continuing", exc_info=True)
+            return None
+
+    async def aafter_agent(self, state: RBState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)
+
+    # -- model calls ---------------------------------------------------------------------------------------
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse]
+    ) -> ModelResult:
+        run, call = self._before_model(request)
+        if call is None:
+            return handler(request)
+        try:
+            response = handler(call.request)
+        except BaseException as exc:
+            self._model_failed(run, call, exc)
+            raise
+        self._after_model(run, call, response)
+        return response
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]]
+    ) -> ModelResult:
+        run, call = self._before_model(request)
+        if call is None:
+            return await handler(request)
+        try:
+            response = await handler(call.request)
+        except BaseException as exc:
+            self._model_failed(run, call, exc)
+            raise
+        self._after_model(run, call, response)
+        return response
+
+    # -- tool calls ----------------------------------------------------------------------------------------
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        run, tool, token = self._before_tool(request)
+        try:
+            result = handler(request)
+        except BaseException as exc:
+            self._tool_failed(run, tool, token, exc)
+            raise
+        self._after_tool(run, tool, token, result)
+        return result
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        run, tool, token = self._before_tool(request)
+        try:
+            result = await handler(request)
+        except BaseException as exc:
+            self._tool_failed(run, tool, token, exc)
+            raise
+        self._after_tool(run, tool, token, result)
+        return result
+
+    # -- internals: runs -----------------------------------------------------------------------------------
+
+    def _open_run(self, conversation_id: str = "") -> AgentRun:
+        key = self._first_run_id or str(uuid.uuid4())
+        self._first_run_id = None  # the given run_id names the first run; later runs get fresh ids
+        fields = self._run_fields
+        info = RunInfo(
+            run_id=key,
+            agent_name=fields["agent_name"],
+            framework=fields["framework"],
+            task_profile=fields["task_profile"],
+            task=fields["task"],
+            model=fields["model"],
+            codebase_id=fields["codebase_id"],
+            org_id=fields["org_id"],
+            project_id=fields["project_id"],
+            conversation_id=conversation_id,
+            metadata=self._metadata,
+        )
+        recorder = self._rb.telemetry.run(info)
+        session = self._rb.new_session(
+            run_id=key, emitter=recorder, run_metadata={**fields, "metadata": dict(self._metadata)}
+        )
+        session.start()
+        run = AgentRun(key=key, session=session, recorder=recorder, in_context_manager=self._cm_depth > 0)
+        self._runs.add(run)
+        return run
+
+    def _run_for(self, state: Mapping[str, Any]) -> AgentRun | None:
+        """The run of this state; a run resumed after an interrupt gets a new span for the same session."""
+        key = state.get("rb_run_id")
+        run = self._runs.get(key)
+        if run is None:
+            if key is not None:
+                return None  # a run we no longer know (evicted or from another process): do not guess
+            run = self._open_run()
+            self._watch(run)
+            return run
+        if run.recorder.finished and not run.session.finished:
+            recorder = self._rb.telemetry.run(run.recorder.info)
+            recorder.run_start(run.key, {})
+            run.recorder = recorder
+            run.session.emitter = recorder
+            self._watch(run)
+        return run
+
+    def _watch(self, run: AgentRun) -> None:
+        node_run_id = _node_run_id()
+        graph_run_id = self._guard.graph_run_of(node_run_id)
+        if graph_run_id is not None:
+            self._guard.watch(graph_run_id, lambda error: self._graph_ended(run, error))
+
+    def _graph_ended(self, run: AgentRun, error: BaseException | None) -> None:
+        """The agent graph's own chain run ended: close whatever ``after_agent`` did not."""
+        if run.recorder.finished:
+            return
+        if error is None or isinstance(error, GraphBubbleUp):
+            if run.completed:
+                return  # a clean return inside `with mw:`; __exit__ finishes it
+            # after_agent did not run although the graph ended cleanly: an interrupt. Not a failure; the
+            # session stays open so a resume continues the same run under a new span.
+            run.recorder.run_finish(run.key, OUTCOME_INTERRUPTED)
+            return
+        self._finish(run, f"failure: {type(error).__name__}", error=error)
+
+    def _finish(self, run: AgentRun, outcome: str, *, error: BaseException | None = None) -> None:
+        if error is not None:
+            run.recorder.run_finish(run.key, outcome, error=error)  # the span gets the exception itself
+        run.session.finish(outcome_status=outcome)  # emits run_finish, a no-op if the span already ended
+        self._runs.retire(run)
+
+    def _expire(self, run: AgentRun) -> None:
+        _log.warning("run %s idle for %.0f s; closing its spans", run.key, self._runs.ttl)
+        self._finish(run, "failure: expired")
+
+    # -- internals: model calls ----------------------------------------------------------------------------
+
+    def _before_model(self, request: ModelRequest[Any]) -> tuple[AgentRun | None, _StepCall | None]:
+        try:
+            run = self._run_for(request.state)
+            if run is None:
+                return None, None
+            return run, self._steer(run, request)
+        except Exception:
+            _log.warning("wrap_model_call failed, calling handler directly", exc_info=True)
+            return None, None
+
+    def _steer(self, run: AgentRun, request: ModelRequest[Any]) -> _StepCall:
+        session = run.session
+        own_model = identify_model(request.model)
+        if session.steps_begun:
+            turn = last_turn(request.messages)
+            decision = session.begin_step(
+                thought=turn.thought,
+                action=turn.action,
+                action_input=turn.action_input,
+                observation=turn.observation,
+                model_id=own_model.model_id,
+            )
+        else:
+            decision = session.begin_step(thought=None, model_id=own_model.model_id)
+        overrides: dict[str, Any] = {}
+        model = request.model
+        if decision.model_override:
+            routed = self._rb.router.model(decision.model_override)
+            if routed is not None:
+                overrides["model"] = model = routed
+        identity = identify_model(model) if model is not request.model else own_model
+        base = list(request.system_message.content_blocks) if request.system_message is not None else []
+        blocks = system_blocks(base, decision.rendered_injection_text,  # type: ignore[arg-type]
+                               cache_control=identity.provider not in NO_CACHE_CONTROL)  # fmt: skip
+        if blocks:
+            overrides["system_message"] = SystemMessage(content=blocks)  # type: ignore[arg-type]
+        new_request = request.override(**overrides) if overrides else request
+        input_messages = None
+        if self._rb.telemetry.content.capture:
+            input_messages = [{"role": m.type, "content": message_text(m)} for m in new_request.messages]
+        chat_ctx = run.recorder.begin_chat(
+            decision.entry,
+            request_model=identity.name,
+            provider=identity.provider,
+            steering_ms=decision.steering_ms,
+            composite=decision.evaluation.composite if decision.evaluation else None,
+            input_messages=input_messages,
+        )
+        token = otel_context.attach(chat_ctx)  # provider SDK spans nest under the chat span
+        return _StepCall(decision, new_request, token)
+
+    def _after_model(self, run: AgentRun | None, call: _StepCall, response: ModelResult) -> None:
+        _detach(call.token)
+        if run is None:
+            return
+        try:
+            reply = _reply(response)
+            tokens, tool_calls, details = chat_response(reply) if reply is not None else (0, [], None)
+            if details is not None:
+                if self._rb.telemetry.content.capture and reply is not None:
+                    details.output_messages = [{"role": "assistant", "content": message_text(reply)}]
+                run.recorder.chat_response(call.decision.entry.step, details)
+            entry = call.decision.entry
+            latency = 0.0 if run.last_timestamp is None else (entry.timestamp - run.last_timestamp) * 1000.0
+            run.last_timestamp = entry.timestamp
+            run.session.end_step(call.decision, tokens=tokens, tool_calls=tool_calls, latency_ms=latency)
+        except Exception:
+            _log.warning("recording the model call failed; continuing", exc_info=True)
+
+    def _model_failed(self, run: AgentRun | None, call: _StepCall, error: BaseException) -> None:
+        _detach(call.token)
+        if run is None:
+            return
+        try:
+            run.session.discard_step(call.decision)
+            if isinstance(error, GraphBubbleUp):
+                run.recorder.step(run.key, call.decision.entry, steering_ms=call.decision.steering_ms)
+            else:
+                run.recorder.chat_failed(call.decision.entry.step, error)
+        except Exception:
+            _log.warning("recording the failed model call failed", exc_info=True)
+
+    # -- internals: tool calls -----------------------------------------------------------------------------
+
+    def _before_tool(self, request: ToolCallRequest) -> tuple[AgentRun | None, Any, object | None]:
+        try:
+            run = self._run_for(request.state or {})
+            if run is None:
+                return None, None, None
+            call = request.tool_call
+            capture = self._rb.telemetry.content.capture
+            tool = run.recorder.start_tool(
+                step=max(run.session.steps_begun - 1, 0),
+                name=str(call.get("name", "")),
+                call_id=str(call.get("id") or ""),
+                arguments=call.get("args") if capture else None,
+            )
+            return run, tool, otel_context.attach(trace.set_span_in_context(tool.span))
+        except Exception:
+            _log.warning("wrap_tool_call failed, calling the tool directly", exc_info=True)
+            return None, None, None
+
+    def _after_tool(self, run: AgentRun | None, tool: Any, token: object | None, result: Any) -> None:
+        _detach(token)
+        if run is None or tool is None:
+            return
+        try:
+            if isinstance(result, ToolMessage):
+                error = (message_text(result) or "tool error") if result.status == "error" else None
+                run.recorder.end_tool(tool, result=result.content, error=error)
+            else:
+                run.recorder.end_tool(tool)
+        except Exception:
+            _log.warning("recording the tool call failed; continuing", exc_info=True)
+
+    def _tool_failed(self, run: AgentRun | None, tool: Any, token: object | None, error: BaseException) -> None:
+        _detach(token)
+        if run is None or tool is None:
+            return
+        try:
+            run.recorder.end_tool(tool, error=None if isinstance(error, GraphBubbleUp) else error)
+        except Exception:
+            _log.warning("recording the failed tool call failed", exc_info=True)
+
+
+def _detach(token: object | None) -> None:
+    if token is None:
+        return
+    try:
+        otel_context.detach(token)  # type: ignore[arg-type]
+    except Exception:  # detaching in another context (abandoned generator) is harmless here
+        pass
+
+
+def _node_run_id() -> uuid.UUID | None:
+    try:
+        callbacks = get_config().get("callbacks")
+    except RuntimeError:  # not inside a runnable
+        return None
+    parent = getattr(callbacks, "parent_run_id", None)
+    return parent if isinstance(parent, uuid.UUID) else None
+
+
+def _thread_id(runtime: Runtime[Any]) -> str:
+    info = getattr(runtime, "execution_info", None)
+    thread_id = getattr(info, "thread_id", None)
+    return str(thread_id) if thread_id else ""

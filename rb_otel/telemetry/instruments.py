@@ -1,0 +1,77 @@
+"""The metric instruments of the telemetry contract, created once per meter."""
+
+from __future__ import annotations
+
+import threading
+
+from opentelemetry import metrics
+
+from rb_otel.telemetry import names as n
+
+__all__ = ["Instruments"]
+
+
+class Instruments:
+    """Every instrument of ``telemetry.md``; label sets are small and fixed (never a run id)."""
+
+    def __init__(self, meter: metrics.Meter) -> None:
+        self.steps = meter.create_counter(n.METRIC_STEPS, unit="{step}", description="Model calls by FSM state")
+        self.difficulty = meter.create_histogram(
+            n.METRIC_STEP_DIFFICULTY,
+            unit="1",
+            description="Difficulty score of each scored step",
+            explicit_bucket_boundaries_advisory=list(n.DIFFICULTY_BUCKETS),
+        )
+        self.transitions = meter.create_counter(
+            n.METRIC_FSM_TRANSITIONS, unit="{transition}", description="FSM state changes"
+        )
+        self.runs = meter.create_counter(n.METRIC_RUNS, unit="{run}", description="Finished runs")
+        self.runs_active = meter.create_up_down_counter(
+            n.METRIC_RUNS_ACTIVE, unit="{run}", description="Runs in flight, by current FSM state"
+        )
+        self.runs_skip = meter.create_counter(n.METRIC_RUNS_SKIP, unit="{run}", description="Runs that entered SKIP")
+        self.monitor_fired = meter.create_counter(
+            n.METRIC_MONITOR_FIRED, unit="{firing}", description="Monitor firings"
+        )
+        self.injections = meter.create_counter(n.METRIC_INJECTIONS, unit="{injection}", description="Injections")
+        self.steering_duration = meter.create_histogram(
+            n.METRIC_STEERING_DURATION,
+            unit="s",
+            description="Time rb_otel spent steering one model call",
+            explicit_bucket_boundaries_advisory=list(n.STEERING_DURATION_BUCKETS),
+        )
+        self.token_usage = meter.create_histogram(
+            n.METRIC_TOKEN_USAGE,
+            unit="{token}",
+            description="Tokens used per model call",
+            explicit_bucket_boundaries_advisory=list(n.TOKEN_USAGE_BUCKETS),
+        )
+        self.operation_duration = meter.create_histogram(
+            n.METRIC_OPERATION_DURATION,
+            unit="s",
+            description="Model call duration",
+            explicit_bucket_boundaries_advisory=list(n.OPERATION_DURATION_BUCKETS),
+        )
+        self.invoke_agent_duration = meter.create_histogram(
+            n.METRIC_INVOKE_AGENT_DURATION,
+            unit="s",
+            description="Agent run duration",
+            explicit_bucket_boundaries_advisory=list(n.INVOKE_AGENT_DURATION_BUCKETS),
+        )
+        self.execute_tool_duration = meter.create_histogram(
+            n.METRIC_EXECUTE_TOOL_DURATION,
+            unit="s",
+            description="Tool call duration",
+            explicit_bucket_boundaries_advisory=list(n.OPERATION_DURATION_BUCKETS),
+        )
+        self._skip_initialised: set[str] = set()
+        self._lock = threading.Lock()
+
+    def init_skip_series(self, agent_name: str) -> None:
+        """``add(0)`` once per agent name so ``increase()`` sees the first SKIP run (telemetry.md)."""
+        if agent_name in self._skip_initialised:
+            return
+        with self._lock:
+            if agent_name not in self._skip_initialised:
+                self._skip_initialised.add(agent_name)
+                self.runs_skip.add(0, {n.GEN_AI_AGENT_NAME: agent_name})

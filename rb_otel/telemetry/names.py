@@ -1,0 +1,140 @@
+"""Every span, attribute, event and metric name rb_otel emits: the public telemetry contract.
+
+Dashboards, alert rules, collector configs and users' queries depend on these strings, so they live here and
+nowhere else (``../shared/spec/telemetry.md``). Renaming one is a breaking change: list it in CHANGELOG.md.
+Standard GenAI names are copied from the OpenTelemetry semantic conventions (the semconv package keeps them in
+a private ``_incubating`` module).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- span names and operations ---------------------------------------------------------------------------
+OP_INVOKE_AGENT: Final = "invoke_agent"
+OP_CHAT: Final = "chat"
+OP_EXECUTE_TOOL: Final = "execute_tool"
+SPAN_MONITORS_EVALUATE: Final = "rb.monitors.evaluate"
+SPAN_ETRACES_RETRIEVE: Final = "rb.etraces.retrieve"
+
+# -- standard GenAI attributes ---------------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+ERROR_TYPE: Final = "error.type"
+SERVER_ADDRESS: Final = "server.address"
+
+# -- rb.* attributes --------------------------------------------------------------------------------------
+RB_RUN_ID: Final = "rb.run_id"
+RB_FRAMEWORK: Final = "rb.framework"
+RB_TASK_PROFILE: Final = "rb.task_profile"
+RB_CODEBASE_ID: Final = "rb.codebase_id"
+RB_ORG_ID: Final = "rb.org_id"
+RB_PROJECT_ID: Final = "rb.project_id"
+RB_METADATA_PREFIX: Final = "rb.metadata."
+RB_OUTCOME: Final = "rb.outcome"
+RB_STEPS: Final = "rb.steps"
+RB_FINAL_STATE: Final = "rb.final_state"
+RB_MAX_STATE: Final = "rb.max_state"
+RB_ENTERED_SKIP: Final = "rb.entered_skip"
+RB_TOKENS: Final = "rb.tokens"
+RB_MONITOR_INJECTIONS: Final = "rb.monitor_injections"
+RB_STEP: Final = "rb.step"
+RB_DIFFICULTY: Final = "rb.difficulty"
+RB_FSM_STATE: Final = "rb.fsm_state"
+RB_MODEL_ID: Final = "rb.model_id"
+RB_LATENCY_MS: Final = "rb.latency_ms"
+RB_MONITORS_FIRED: Final = "rb.monitors_fired"
+RB_MONITOR_COMPOSITE: Final = "rb.monitor.composite"
+RB_FAILURE_TYPE: Final = "rb.failure_type"
+RB_INJECTION_SOURCES: Final = "rb.injection_sources"
+RB_SKIPPED_REASON: Final = "rb.skipped_reason"
+RB_TOOL_CALLS: Final = "rb.tool_calls"
+RB_STEERING_DURATION_MS: Final = "rb.steering.duration_ms"
+RB_THOUGHT_PREVIEW: Final = "rb.thought_preview"
+RB_INJECTIONS: Final = "rb.injections"
+RB_INTERVENTION_TEXTS: Final = "rb.intervention_texts"
+RB_ETRACE_TIER: Final = "rb.etrace.tier"
+RB_ETRACE_COUNT: Final = "rb.etrace.count"
+RB_SOURCE: Final = "rb.source"
+RB_SYNTHETIC_TIMING: Final = "rb.synthetic_timing"
+RB_MONITOR: Final = "rb.monitor"
+RB_INJECTION_SOURCE: Final = "rb.injection.source"
+RB_FSM_FROM: Final = "rb.fsm.from"
+RB_FSM_TO: Final = "rb.fsm.to"
+
+# -- events ------------------------------------------------------------------------------------------------
+EVENT_FSM_TRANSITION: Final = "rb.fsm.transition"
+
+# -- metrics (instrument name, unit) ---------------------------------------------------------------------
+METRIC_STEPS: Final = "rb.steps"
+METRIC_STEP_DIFFICULTY: Final = "rb.step.difficulty"
+METRIC_FSM_TRANSITIONS: Final = "rb.fsm.transitions"
+METRIC_RUNS: Final = "rb.runs"
+METRIC_RUNS_ACTIVE: Final = "rb.runs.active"
+METRIC_RUNS_SKIP: Final = "rb.runs.skip"
+METRIC_MONITOR_FIRED: Final = "rb.monitor.fired"
+METRIC_INJECTIONS: Final = "rb.injections"
+METRIC_STEERING_DURATION: Final = "rb.steering.duration"
+METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+METRIC_INVOKE_AGENT_DURATION: Final = "gen_ai.invoke_agent.duration"
+METRIC_EXECUTE_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
+
+#: The Prometheus series each instrument becomes (what dashboards and rules query).
+PROMETHEUS_SERIES: Final = {
+    METRIC_STEPS: ("rb_steps_total",),
+    METRIC_STEP_DIFFICULTY: ("rb_step_difficulty_bucket", "rb_step_difficulty_sum", "rb_step_difficulty_count"),
+    METRIC_FSM_TRANSITIONS: ("rb_fsm_transitions_total",),
+    METRIC_RUNS: ("rb_runs_total",),
+    METRIC_RUNS_ACTIVE: ("rb_runs_active",),
+    METRIC_RUNS_SKIP: ("rb_runs_skip_total",),
+    METRIC_MONITOR_FIRED: ("rb_monitor_fired_total",),
+    METRIC_INJECTIONS: ("rb_injections_total",),
+    METRIC_STEERING_DURATION: tuple(f"rb_steering_duration_seconds_{s}" for s in ("bucket", "sum", "count")),
+    METRIC_TOKEN_USAGE: tuple(f"gen_ai_client_token_usage_{s}" for s in ("bucket", "sum", "count")),
+    METRIC_OPERATION_DURATION: tuple(
+        f"gen_ai_client_operation_duration_seconds_{s}" for s in ("bucket", "sum", "count")
+    ),
+    METRIC_INVOKE_AGENT_DURATION: tuple(
+        f"gen_ai_invoke_agent_duration_seconds_{s}" for s in ("bucket", "sum", "count")
+    ),
+    METRIC_EXECUTE_TOOL_DURATION: tuple(
+        f"gen_ai_execute_tool_duration_seconds_{s}" for s in ("bucket", "sum", "count")
+    ),
+}
+
+# -- bucket boundaries ------------------------------------------------------------------------------------
+DIFFICULTY_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 1.0)
+TOKEN_USAGE_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216,
+                              67108864)  # fmt: skip
+OPERATION_DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                                     40.96, 81.92)  # fmt: skip
+INVOKE_AGENT_DURATION_BUCKETS: Final = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6)
+STEERING_DURATION_BUCKETS: Final = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                    0.1, 0.25, 0.5, 1.0)  # fmt: skip
+
+# -- attribute values -----------------------------------------------------------------------------------
+OUTCOME_SUCCESS: Final = "success"
+OUTCOME_FAILURE: Final = "failure"
+OUTCOME_INTERRUPTED: Final = "interrupted"
+TOOL_TYPE_FUNCTION: Final = "function"
+ERROR_TYPE_OTHER: Final = "_OTHER"

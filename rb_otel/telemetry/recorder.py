@@ -1,0 +1,543 @@
+"""Spans and metrics for one run: the OpenTelemetry side of the ``StepEmitter`` protocol.
+
+One :class:`RunRecorder` per run owns the ``invoke_agent`` span, parents every ``chat`` and ``execute_tool``
+span to it explicitly (LangGraph runs each node in its own context), keeps the run summary, and records the
+metrics of ``telemetry.md``. A ``chat`` span is either *live* (opened by an integration before the model call,
+closed by ``step``) or *retroactive* (built from a ``StepLogEntry`` alone, as ``SteeringSession`` and the
+importers do); both carry the same attributes, built by :func:`chat_attributes`.
+
+Every method is called on the agent's thread and must not raise: failures are logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from rb_otel.telemetry import names as n
+from rb_otel.telemetry.content import ContentPolicy
+from rb_otel.telemetry.instruments import Instruments
+from rb_otel.types import FSMState, StepLogEntry
+
+__all__ = ["ChatResponse", "RunInfo", "RunRecorder", "chat_attributes", "outcome_label"]
+
+_log = logging.getLogger("rb_otel.telemetry")
+
+Attributes = dict[str, AttributeValue]
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What is known about a run when it starts (the ``run_start`` payload)."""
+
+    run_id: str
+    agent_name: str = ""
+    framework: str = "langchain"
+    task_profile: str = "coding"
+    task: str = ""
+    model: str = ""
+    codebase_id: str = ""
+    org_id: str = "default"
+    project_id: str = "default"
+    conversation_id: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+    synthetic_timing: bool = False
+
+    def start_attributes(self) -> Attributes:
+        attrs: Attributes = {
+            n.GEN_AI_OPERATION_NAME: n.OP_INVOKE_AGENT,
+            n.RB_RUN_ID: self.run_id,
+            n.RB_FRAMEWORK: self.framework,
+            n.RB_TASK_PROFILE: self.task_profile,
+        }
+        if self.agent_name:
+            attrs[n.GEN_AI_AGENT_NAME] = self.agent_name
+        if self.conversation_id:
+            attrs[n.GEN_AI_CONVERSATION_ID] = self.conversation_id
+        for key, value in ((n.RB_CODEBASE_ID, self.codebase_id), (n.RB_ORG_ID, self.org_id),
+                           (n.RB_PROJECT_ID, self.project_id)):  # fmt: skip
+            if value and value != "default":
+                attrs[key] = value
+        for key, value in self.metadata.items():
+            if isinstance(value, str | bool | int | float):
+                attrs[n.RB_METADATA_PREFIX + str(key)] = value
+        if self.source:
+            attrs[n.RB_SOURCE] = self.source
+        if self.synthetic_timing:
+            attrs[n.RB_SYNTHETIC_TIMING] = True
+        return attrs
+
+
+@dataclass(slots=True)
+class ChatResponse:
+    """What the provider reported about one model call (all optional)."""
+
+    response_model: str = ""
+    response_id: str = ""
+    finish_reasons: Sequence[str] = ()
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    output_messages: Any = None
+
+
+def outcome_label(outcome: str) -> str:
+    """The bounded ``rb.outcome`` metric label: ``success`` (interruptions included) or ``failure``."""
+    return n.OUTCOME_SUCCESS if outcome in (n.OUTCOME_SUCCESS, n.OUTCOME_INTERRUPTED) else n.OUTCOME_FAILURE
+
+
+def _error_type(outcome: str) -> str:
+    prefix = "failure: "
+    return outcome[len(prefix) :] if outcome.startswith(prefix) else outcome
+
+
+def chat_attributes(
+    entry: StepLogEntry,
+    *,
+    composite: float | None,
+    steering_ms: float | None,
+    content: ContentPolicy,
+    final: bool,
+) -> Attributes:
+    """The ``rb.*`` attributes of a ``chat`` span; ``final`` adds those known only after the call."""
+    attrs: Attributes = {
+        n.RB_STEP: entry.step,
+        n.RB_FSM_STATE: entry.fsm_state,
+        n.RB_MONITORS_FIRED: list(entry.monitors_fired),
+        n.RB_INJECTION_SOURCES: list(entry.injection_sources),
+    }
+    if entry.difficulty is not None:
+        attrs[n.RB_DIFFICULTY] = entry.difficulty
+    if entry.model_id:
+        attrs[n.RB_MODEL_ID] = entry.model_id
+    if composite is not None:
+        attrs[n.RB_MONITOR_COMPOSITE] = composite
+    if entry.failure_type:
+        attrs[n.RB_FAILURE_TYPE] = entry.failure_type
+    if entry.skipped_reason:
+        attrs[n.RB_SKIPPED_REASON] = entry.skipped_reason
+    if steering_ms is not None:
+        attrs[n.RB_STEERING_DURATION_MS] = steering_ms
+    if content.capture:
+        attrs[n.RB_THOUGHT_PREVIEW] = content.text(entry.thought_preview)
+        attrs[n.RB_INJECTIONS] = content.texts(entry.injections)
+        attrs[n.RB_INTERVENTION_TEXTS] = content.texts(entry.intervention_texts)
+    if final:
+        attrs[n.RB_TOKENS] = entry.tokens
+        attrs[n.RB_LATENCY_MS] = entry.latency_ms
+        attrs[n.RB_TOOL_CALLS] = list(entry.tool_calls)
+    return attrs
+
+
+def _response_attributes(response: ChatResponse, content: ContentPolicy) -> Attributes:
+    attrs: Attributes = {}
+    if response.response_model:
+        attrs[n.GEN_AI_RESPONSE_MODEL] = response.response_model
+    if response.response_id:
+        attrs[n.GEN_AI_RESPONSE_ID] = response.response_id
+    if response.finish_reasons:
+        attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = list(response.finish_reasons)
+    for key, value in (
+        (n.GEN_AI_USAGE_INPUT_TOKENS, response.input_tokens),
+        (n.GEN_AI_USAGE_OUTPUT_TOKENS, response.output_tokens),
+        (n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, response.cache_read_tokens),
+        (n.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, response.cache_creation_tokens),
+        (n.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, response.reasoning_tokens),
+    ):
+        if value is not None:
+            attrs[key] = value
+    if content.capture and response.output_messages is not None:
+        attrs[n.GEN_AI_OUTPUT_MESSAGES] = content.text(response.output_messages)
+    return attrs
+
+
+@dataclass(slots=True)
+class _LiveChat:
+    span: Span
+    started: float
+    provider: str
+    request_model: str
+    composite: float | None
+    response: ChatResponse | None = None
+
+
+class ToolCall:
+    """An open ``execute_tool`` span; finish it with :meth:`RunRecorder.end_tool`."""
+
+    __slots__ = ("name", "span", "started")
+
+    def __init__(self, span: Span, name: str) -> None:
+        self.span = span
+        self.name = name
+        self.started = time.perf_counter()
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+class RunRecorder:
+    """The telemetry of one run. Implements ``StepEmitter``; integrations also use the live-span methods."""
+
+    def __init__(
+        self,
+        info: RunInfo,
+        *,
+        tracer: trace.Tracer,
+        instruments: Instruments,
+        content: ContentPolicy,
+        parent: otel_context.Context | None = None,
+    ) -> None:
+        self.info = info
+        self._tracer = tracer
+        self._inst = instruments
+        self._content = content
+        self._parent = parent
+        self._agent = {n.GEN_AI_AGENT_NAME: info.agent_name}
+        self._lock = threading.Lock()
+        self._span: Span | None = None
+        self._ctx: otel_context.Context | None = None
+        self._started_perf = 0.0
+        self._started_wall = 0.0
+        self._finished = False
+        self._live: dict[int, _LiveChat] = {}
+        self._tools: set[ToolCall] = set()
+        # run summary
+        self.state = FSMState.INIT
+        self.max_state = FSMState.INIT
+        self.steps = 0
+        self.tokens = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.monitor_injections = 0
+        self.entered_skip = False
+
+    @property
+    def span(self) -> Span | None:
+        return self._span
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    @property
+    def context(self) -> otel_context.Context:
+        """The context child spans are parented to (the run span's)."""
+        if self._ctx is None:
+            self.run_start(self.info.run_id, {})
+        assert self._ctx is not None
+        return self._ctx
+
+    # -- StepEmitter ---------------------------------------------------------------------------------------
+
+    def run_start(self, run_id: str, metadata: Mapping[str, Any], *, start_time: float | None = None) -> None:
+        """Open the ``invoke_agent`` span (once) as a child of ``parent`` or the caller's current span."""
+        if self._span is not None:
+            return
+        name = f"{n.OP_INVOKE_AGENT} {self.info.agent_name}" if self.info.agent_name else n.OP_INVOKE_AGENT
+        self._span = self._tracer.start_span(
+            name,
+            context=self._parent,
+            kind=SpanKind.INTERNAL,
+            attributes=self.info.start_attributes(),
+            start_time=None if start_time is None else _ns(start_time),
+        )
+        self._ctx = trace.set_span_in_context(self._span)
+        self._started_perf = time.perf_counter()
+        self._started_wall = time.time() if start_time is None else start_time
+        self._inst.runs_active.add(1, {**self._agent, n.RB_FSM_STATE: self.state.value})
+
+    def step(
+        self,
+        run_id: str,
+        entry: StepLogEntry,
+        *,
+        steering_ms: float | None = None,
+        composite: float | None = None,
+        end_time: float | None = None,
+    ) -> None:
+        """Close the step's live ``chat`` span, or create one from ``entry`` alone, and record metrics."""
+        try:
+            self._step(entry, steering_ms=steering_ms, composite=composite, end_time=end_time)
+        except Exception:
+            _log.warning("recording step %s failed; continuing", entry.step, exc_info=True)
+
+    def run_finish(
+        self, run_id: str, outcome: str, *, error: BaseException | None = None, end_time: float | None = None
+    ) -> None:
+        """End the run span with its summary (idempotent); ends any child span still open."""
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+        try:
+            self._finish(outcome, error=error, end_time=end_time)
+        except Exception:
+            _log.warning("finishing run %s failed", self.info.run_id, exc_info=True)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Nothing to drain: the tracer provider's span processor owns export."""
+
+    # -- live model calls ------------------------------------------------------------------------------------
+
+    def begin_chat(
+        self,
+        entry: StepLogEntry,
+        *,
+        request_model: str,
+        provider: str,
+        steering_ms: float | None = None,
+        composite: float | None = None,
+        input_messages: Any = None,
+    ) -> otel_context.Context:
+        """Open the live ``chat`` span for ``entry.step``; returns its context (for provider spans)."""
+        attrs = chat_attributes(entry, composite=composite, steering_ms=steering_ms, content=self._content,
+                                final=False)  # fmt: skip
+        attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
+        attrs[n.GEN_AI_PROVIDER_NAME] = provider
+        attrs[n.GEN_AI_REQUEST_MODEL] = request_model
+        if self._content.capture and input_messages is not None:
+            attrs[n.GEN_AI_INPUT_MESSAGES] = self._content.text(input_messages)
+        span = self._tracer.start_span(
+            f"{n.OP_CHAT} {request_model}", context=self.context, kind=SpanKind.CLIENT, attributes=attrs
+        )
+        self._live[entry.step] = _LiveChat(span, time.perf_counter(), provider, request_model, composite)
+        return trace.set_span_in_context(span)
+
+    def chat_response(self, step: int, response: ChatResponse) -> None:
+        live = self._live.get(step)
+        if live is not None:
+            live.response = response
+
+    def chat_failed(self, step: int, error: BaseException) -> None:
+        """End the live ``chat`` span of ``step`` with the model's exception (which the caller re-raises)."""
+        live = self._live.pop(step, None)
+        if live is None:
+            return
+        error_type = type(error).__qualname__
+        try:
+            live.span.record_exception(error)
+            live.span.set_attribute(n.ERROR_TYPE, error_type)
+            live.span.set_status(Status(StatusCode.ERROR, error_type))
+            self._inst.operation_duration.record(
+                time.perf_counter() - live.started,
+                {n.GEN_AI_OPERATION_NAME: n.OP_CHAT, n.GEN_AI_PROVIDER_NAME: live.provider,
+                 n.GEN_AI_REQUEST_MODEL: live.request_model, n.RB_FSM_STATE: self.state.value,
+                 n.ERROR_TYPE: error_type},  # fmt: skip
+                context=trace.set_span_in_context(live.span),
+            )
+        finally:
+            live.span.end()
+
+    # -- tools -------------------------------------------------------------------------------------------
+
+    def start_tool(self, *, step: int, name: str, call_id: str, arguments: Any = None) -> ToolCall:
+        attrs: Attributes = {
+            n.GEN_AI_OPERATION_NAME: n.OP_EXECUTE_TOOL,
+            n.GEN_AI_TOOL_NAME: name,
+            n.GEN_AI_TOOL_TYPE: n.TOOL_TYPE_FUNCTION,
+            n.RB_STEP: step,
+        }
+        if call_id:
+            attrs[n.GEN_AI_TOOL_CALL_ID] = call_id
+        if self._content.capture and arguments is not None:
+            attrs[n.GEN_AI_TOOL_CALL_ARGUMENTS] = self._content.text(arguments)
+        span = self._tracer.start_span(
+            f"{n.OP_EXECUTE_TOOL} {name}", context=self.context, kind=SpanKind.INTERNAL, attributes=attrs
+        )
+        call = ToolCall(span, name)
+        with self._lock:
+            self._tools.add(call)
+        return call
+
+    def end_tool(self, call: ToolCall, *, result: Any = None, error: BaseException | str | None = None) -> None:
+        """End a tool span; ``error`` is the exception raised or the error text the tool returned."""
+        with self._lock:
+            if call not in self._tools:
+                return
+            self._tools.discard(call)
+        span = call.span
+        try:
+            error_type = None
+            if error is not None:
+                error_type = type(error).__qualname__ if isinstance(error, BaseException) else "tool_error"
+                span.set_attribute(n.ERROR_TYPE, error_type)
+                span.set_status(Status(StatusCode.ERROR, error_type))
+                if isinstance(error, BaseException):
+                    span.record_exception(error)
+            if self._content.capture and result is not None:
+                span.set_attribute(n.GEN_AI_TOOL_CALL_RESULT, self._content.text(result))
+            labels: Attributes = {n.GEN_AI_TOOL_NAME: call.name}
+            if error_type:
+                labels[n.ERROR_TYPE] = error_type
+            self._inst.execute_tool_duration.record(
+                time.perf_counter() - call.started, labels, context=trace.set_span_in_context(span)
+            )
+        finally:
+            span.end()
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _step(
+        self, entry: StepLogEntry, *, steering_ms: float | None, composite: float | None, end_time: float | None
+    ) -> None:
+        previous = self.state
+        state = FSMState(entry.fsm_state)
+        live = self._live.pop(entry.step, None)
+        if live is not None:
+            composite = live.composite if composite is None else composite
+        attrs = chat_attributes(entry, composite=composite, steering_ms=steering_ms, content=self._content,
+                                final=True)  # fmt: skip
+        response = live.response if live is not None else None
+        if response is not None:
+            attrs.update(_response_attributes(response, self._content))
+        if live is not None:
+            span = live.span
+            span.set_attributes(attrs)
+            duration = time.perf_counter() - live.started
+            provider, request_model = live.provider, live.request_model
+        else:
+            provider, request_model = "", entry.model_id
+            attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
+            if request_model:
+                attrs[n.GEN_AI_REQUEST_MODEL] = request_model
+            start = entry.timestamp
+            finish = end_time if end_time is not None else start + entry.latency_ms / 1000.0
+            span = self._tracer.start_span(
+                f"{n.OP_CHAT} {request_model}".rstrip(),
+                context=self.context,
+                kind=SpanKind.CLIENT,
+                attributes=attrs,
+                start_time=_ns(start),
+            )
+            duration = max(finish - start, 0.0)
+        span_ctx = trace.set_span_in_context(span)
+        try:
+            self._record_step_metrics(entry, state, previous, provider, request_model, duration, steering_ms,
+                                      response, span_ctx)  # fmt: skip
+            if state is not previous:
+                self._transition(previous, state, entry)
+        finally:
+            if live is not None:
+                span.end()
+            else:
+                span.end(end_time=_ns(entry.timestamp + duration))
+
+    def _record_step_metrics(
+        self,
+        entry: StepLogEntry,
+        state: FSMState,
+        previous: FSMState,
+        provider: str,
+        request_model: str,
+        duration: float,
+        steering_ms: float | None,
+        response: ChatResponse | None,
+        span_ctx: otel_context.Context,
+    ) -> None:
+        inst, agent = self._inst, self._agent
+        self.steps += 1
+        self.tokens += entry.tokens
+        self.monitor_injections += entry.injection_sources.count("MonitorSteeringInjection")
+        inst.steps.add(1, {**agent, n.RB_FSM_STATE: entry.fsm_state, n.GEN_AI_REQUEST_MODEL: request_model},
+                       context=span_ctx)  # fmt: skip
+        if entry.difficulty is not None:
+            inst.difficulty.record(entry.difficulty, {**agent, n.RB_FSM_STATE: entry.fsm_state}, context=span_ctx)
+        for monitor in entry.monitors_fired:
+            inst.monitor_fired.add(1, {**agent, n.RB_MONITOR: monitor}, context=span_ctx)
+        for source in entry.injection_sources:
+            inst.injections.add(1, {**agent, n.RB_INJECTION_SOURCE: source}, context=span_ctx)
+        if steering_ms is not None:
+            inst.steering_duration.record(steering_ms / 1000.0, agent, context=span_ctx)
+        op_labels: Attributes = {
+            n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
+            n.GEN_AI_PROVIDER_NAME: provider,
+            n.GEN_AI_REQUEST_MODEL: request_model,
+            n.RB_FSM_STATE: entry.fsm_state,
+        }
+        inst.operation_duration.record(duration, op_labels, context=span_ctx)
+        if response is not None:
+            for token_type, value in (("input", response.input_tokens), ("output", response.output_tokens)):
+                if value is not None:
+                    self.input_tokens += value if token_type == "input" else 0
+                    self.output_tokens += value if token_type == "output" else 0
+                    inst.token_usage.record(value, {**op_labels, n.GEN_AI_TOKEN_TYPE: token_type}, context=span_ctx)
+
+    def _transition(self, previous: FSMState, state: FSMState, entry: StepLogEntry) -> None:
+        self.state = state
+        if state.severity > self.max_state.severity:
+            self.max_state = state
+        if self._span is not None:
+            self._span.add_event(
+                n.EVENT_FSM_TRANSITION,
+                {n.RB_STEP: entry.step, n.RB_FSM_FROM: previous.value, n.RB_FSM_TO: state.value},
+                timestamp=_ns(entry.timestamp),
+            )
+        agent = self._agent
+        self._inst.transitions.add(1, {**agent, n.RB_FSM_FROM: previous.value, n.RB_FSM_TO: state.value})
+        if not self._finished:
+            self._inst.runs_active.add(-1, {**agent, n.RB_FSM_STATE: previous.value})
+            self._inst.runs_active.add(1, {**agent, n.RB_FSM_STATE: state.value})
+        if state is FSMState.SKIP and not self.entered_skip:
+            self.entered_skip = True
+            self._inst.runs_skip.add(1, agent)
+
+    def _finish(self, outcome: str, *, error: BaseException | None, end_time: float | None) -> None:
+        if self._span is None:
+            self.run_start(self.info.run_id, {})
+        span = self._span
+        assert span is not None
+        for step in list(self._live):
+            self.chat_failed(step, _Abandoned("the run ended while this model call was open"))
+        with self._lock:
+            tools, self._tools = list(self._tools), set()
+        for call in tools:
+            call.span.set_attribute(n.ERROR_TYPE, "abandoned")
+            call.span.set_status(Status(StatusCode.ERROR, "the run ended while this tool call was open"))
+            call.span.end()
+        label = outcome_label(outcome)
+        span.set_attributes(
+            {
+                n.RB_OUTCOME: outcome,
+                n.RB_STEPS: self.steps,
+                n.RB_FINAL_STATE: self.state.value,
+                n.RB_MAX_STATE: self.max_state.value,
+                n.RB_ENTERED_SKIP: self.entered_skip,
+                n.RB_TOKENS: self.tokens,
+                n.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
+                n.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
+                n.RB_MONITOR_INJECTIONS: self.monitor_injections,
+            }
+        )
+        if label == n.OUTCOME_FAILURE:
+            error_type = type(error).__qualname__ if error is not None else _error_type(outcome)
+            span.set_attribute(n.ERROR_TYPE, error_type)
+            span.set_status(Status(StatusCode.ERROR, error_type))
+            if error is not None:
+                span.record_exception(error)
+        agent = self._agent
+        ctx = self._ctx
+        self._inst.runs_active.add(-1, {**agent, n.RB_FSM_STATE: self.state.value})
+        self._inst.runs.add(1, {**agent, n.RB_OUTCOME: label, n.RB_MAX_STATE: self.max_state.value}, context=ctx)
+        if end_time is None:
+            duration = time.perf_counter() - self._started_perf
+        else:
+            duration = max(end_time - self._started_wall, 0.0)
+        self._inst.invoke_agent_duration.record(duration, {**agent, n.RB_OUTCOME: label}, context=ctx)
+        span.end(end_time=None if end_time is None else _ns(end_time))
+
+
+class _Abandoned(Exception):
+    """Marks a span that was still open when its run ended (cancellation, abandoned stream)."""

@@ -33,6 +33,8 @@ class Telemetry:
             tracer_provider = trace.NoOpTracerProvider()
             meter_provider = metrics.NoOpMeterProvider()
         self.enabled = enabled
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
         self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=tracer_provider)
         self.meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider=meter_provider)
         self.instruments = Instruments(self.meter)

@@ -6,6 +6,7 @@ tools are matched on the action name, and shell actions count as tests when thei
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Sequence
@@ -54,6 +55,18 @@ _DOTTED = re.compile(r"[a-z_][\w-]*(?:\.\w+)+")
 _PUNCT = "\"'`.,;:!?()[]{}<>"
 
 
+def _input_text(action_input: str) -> str:
+    """The values of a JSON-object input (its keys say nothing about what was asked), else the text."""
+    if action_input.startswith("{"):
+        try:
+            parsed = json.loads(action_input)
+        except ValueError:
+            return action_input
+        if isinstance(parsed, dict):
+            return " ".join(v if isinstance(v, str) else json.dumps(v) for v in parsed.values())
+    return action_input
+
+
 def _has_any(text: str, keys: tuple[str, ...]) -> bool:
     # A C-speed substring pre-check: the regexes below only run on texts that could match.
     return any(k in text for k in keys)
@@ -96,7 +109,7 @@ def _compute(record: StepRecord) -> StepFeatures:
     return StepFeatures(
         action=action,
         thought_words=content_words(record.thought),
-        input_words=content_words(action_input),
+        input_words=content_words(_input_text(action_input)),
         paths=_paths(action_input),
         declares_done=_has_any(thought, _DONE_KEYS) and bool(_DONE.search(thought)),
         recaps=_has_any(thought, _RECAP_KEYS) and bool(_RECAP.search(thought)),

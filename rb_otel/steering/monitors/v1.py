@@ -3,7 +3,7 @@
 Each scorer reads the trailing window of ``StepRecord`` features (newest last) and returns a score in [0, 1],
 1 = worst. They are cheap (set operations on cached features) and fire, with the default threshold 0.6, on:
 
-* ``semantic_loop``: the newest action repeats, with paraphrased input (stemmed-word Jaccard >= 0.5), at
+* ``semantic_loop``: the newest action repeats, with paraphrased input (stemmed-word Jaccard >= 0.6 over the input's values), at
   least two of the previous 12 actions with the same tool. ``min(repeats / 3, 1)``.
 * ``verification_skip``: the agent declares it is done (or calls a submit tool) after an edit with no test or
   read since that edit (0.9); 0.3 when four or more steps passed since an unverified edit.
@@ -36,7 +36,7 @@ def semantic_loop(window: Sequence[StepFeatures], task_words: frozenset[str]) ->
     for earlier in window[-13:-1]:
         if earlier.action != newest.action:
             continue
-        if newest.input_words == earlier.input_words or jaccard(newest.input_words, earlier.input_words) >= 0.5:
+        if newest.input_words == earlier.input_words or jaccard(newest.input_words, earlier.input_words) >= 0.6:
             repeats += 1
     return min(repeats / 3.0, 1.0)
 

@@ -1,0 +1,1 @@
+"""The demo behind `rb-otel demo`: scripted agents through the real pipeline."""

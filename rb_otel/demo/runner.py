@@ -1,0 +1,117 @@
+"""``rb-otel demo``: run the scenarios through real agents and the real pipeline, then export and report."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from opentelemetry import trace
+
+from rb_otel.demo.report import RunResult, format_table, html_report
+from rb_otel.demo.scenarios import SCENARIOS, Scenario, demo_tools
+from rb_otel.reasonblocks import ReasonBlocks
+from rb_otel.steering.etraces import InMemoryPatternStore, load_default_library
+from rb_otel.telemetry.setup import Providers, configure
+from rb_otel.testing import ScriptedChatModel
+
+__all__ = ["DemoOptions", "run_demo"]
+
+SYSTEM_PROMPT = "You are a careful software engineer. Use the tools to complete the task."
+#: An instance-level (E1) lesson, as a team would distil it from an earlier run of its own.
+DEMO_LESSON = {
+    "title": "KeyError from session.get in the login tests",
+    "guidance": "Last time this KeyError traceback came from an expired session cookie: session.get fails when "
+    "the cookie parser drops the session id. Check the expiry handling in src/auth.py before editing anything.",
+}
+
+
+@dataclass
+class DemoOptions:
+    out_dir: Path = Path("out")
+    scenarios: Sequence[str] = field(default_factory=lambda: list(SCENARIOS))
+    prometheus_port: int | None = None
+    hold_seconds: float = 0.0
+    repeat: int = 1
+    quiet: bool = False
+    providers: Providers | None = None  # tests inject in-memory providers
+
+
+def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedChatModel) -> RunResult:
+    mw = rb.middleware(agent_name=f"demo-{scenario.name}", task=scenario.task, model=agent_model.model_name,
+                       metadata={"scenario": scenario.name})  # fmt: skip
+    agent = create_agent(agent_model, demo_tools(), middleware=[mw], system_prompt=SYSTEM_PROMPT)
+    tracer = trace.get_tracer("rb_otel.demo", tracer_provider=rb.telemetry.tracer_provider)
+    outcome = "success"
+    with tracer.start_as_current_span(f"demo {scenario.name}") as outer:
+        try:
+            out = agent.invoke({"messages": [HumanMessage(scenario.task)]}, {"recursion_limit": 200})
+            run_id = str(out.get("rb_run_id", ""))
+        except Exception as exc:
+            if not scenario.expects_error:
+                raise
+            outcome = f"failure: {type(exc).__name__}"
+            run_id = mw.session.run_id if mw.session else ""
+        trace_id = format(outer.get_span_context().trace_id, "032x")
+    steps = mw.step_log_for(run_id) or mw.step_log
+    return RunResult(scenario.name, scenario.description, run_id, outcome, list(steps), trace_id)
+
+
+def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunResult]:
+    """Run every selected scenario; returns the results (the report and files are written too)."""
+    say: Callable[[str], None] = (lambda s: None) if options.quiet else (lambda s: print(s, file=stream, flush=True))
+    out = options.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    providers = options.providers or configure(
+        service_name="rb-otel-demo",
+        traces_file=out / "traces.jsonl",
+        metrics_file=out / "metrics.jsonl",
+        prometheus_port=options.prometheus_port,
+    )
+    for line in providers.descriptions:
+        say(f"exporting {line}")
+    strong = ScriptedChatModel(script=[], model_name="strong-1")
+    store = InMemoryPatternStore(load_default_library())
+    store.add_e1_pattern(DEMO_LESSON, pattern_id="e1-demo-session-keyerror")
+    rb = ReasonBlocks(
+        pattern_store=store,
+        tracer_provider=providers.tracer_provider,
+        meter_provider=providers.meter_provider,
+        model_routing={"SLOW": strong, "SKIP": strong},
+    )
+    results: list[RunResult] = []
+    try:
+        for round_ in range(options.repeat):
+            for name in options.scenarios:
+                scenario = SCENARIOS[name]()
+                strong.script = scenario.script  # the routed model continues the same conversation
+                model = ScriptedChatModel(script=scenario.script, model_name="agent-1")
+                started = time.perf_counter()
+                say(f"[{round_ + 1}/{options.repeat}] running {name}: {scenario.description} ...")
+                result = _run_scenario(rb, scenario, model)
+                say(f"    {len(result.steps)} model calls in {time.perf_counter() - started:.2f} s, "
+                    f"outcome {result.outcome}")  # fmt: skip
+                if round_ == 0:
+                    results.append(result)
+                    say(format_table(result))
+        report = out / "report.html"
+        report.write_text(html_report(results), encoding="utf-8")
+        say(f"report: {report}")
+        if options.hold_seconds > 0:
+            say(f"serving metrics for {options.hold_seconds:.0f} s more ...")
+            time.sleep(options.hold_seconds)
+    finally:
+        rb.flush()
+        if options.providers is None:
+            providers.shutdown()
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        say(f"spans and metrics sent to {os.environ['OTEL_EXPORTER_OTLP_ENDPOINT']}")
+    elif options.providers is None:
+        say(f"spans: {out / 'traces.jsonl'}  metrics: {out / 'metrics.jsonl'} (OTLP-JSON lines)")
+    return results

@@ -1,0 +1,106 @@
+"""Exporters writing OTLP-JSON lines: the OpenTelemetry Collector ``file`` exporter's format.
+
+Each line is one ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` in the OTLP/JSON encoding
+(camelCase keys, hex trace and span ids), so the files can be replayed into a Collector's ``otlpjsonfile``
+receiver or read by any tool that understands OTLP.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+__all__ = ["OtlpJsonMetricExporter", "OtlpJsonSpanExporter", "read_spans"]
+
+_ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
+
+
+def _hex_ids(value: Any) -> Any:
+    """OTLP/JSON wants ids as hex; protobuf's JSON mapping writes bytes as base64."""
+    if isinstance(value, dict):
+        return {k: (base64.b64decode(v).hex() if k in _ID_KEYS and isinstance(v, str) else _hex_ids(v))
+                for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list):
+        return [_hex_ids(v) for v in value]
+    return value
+
+
+class _JsonLines:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, message: Any) -> bool:
+        line = json.dumps(_hex_ids(MessageToDict(message)), separators=(",", ":"))
+        with self._lock:
+            if self._file is None:
+                return False
+            self._file.write(line + "\n")
+            self._file.flush()
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+class OtlpJsonSpanExporter(SpanExporter):
+    """Appends each exported batch of spans to ``path`` as one OTLP/JSON line."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._out = _JsonLines(path)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        ok = self._out.write(encode_spans(spans))
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self._out.close()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class OtlpJsonMetricExporter(MetricExporter):
+    """Appends each metrics collection to ``path`` as one OTLP/JSON line."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self._out = _JsonLines(path)
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        ok = self._out.write(encode_metrics(metrics_data))
+        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._out.close()
+
+
+def read_spans(path: str | Path) -> list[dict[str, Any]]:
+    """Every span in an OTLP/JSON lines file, flattened, each with its ``resource`` attributes."""
+    spans: list[dict[str, Any]] = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        for resource_spans in json.loads(line).get("resourceSpans", []):
+            for scope_spans in resource_spans.get("scopeSpans", []):
+                spans.extend(scope_spans.get("spans", []))
+    return spans

@@ -1,0 +1,163 @@
+"""Provider setup from the standard ``OTEL_*`` variables. Explicit only: nothing here runs on import.
+
+Precedence is argument > environment variable > default:
+
+* ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: ``otlp``, ``console``, ``none`` (and ``prometheus`` for
+  metrics). Without them: OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else the OTLP-JSON files given as
+  ``traces_file``/``metrics_file`` (the demo's default), else nothing.
+* ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``grpc`` (default) or ``http/protobuf``; endpoint, headers and timeouts are
+  read by the OTLP exporters themselves.
+* ``OTEL_EXPORTER_PROMETHEUS_HOST`` / ``_PORT``: the pull endpoint, bound to 127.0.0.1 unless told otherwise.
+* ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER``: honoured by the SDK.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    MetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+from rb_otel.telemetry.otlp_json import OtlpJsonMetricExporter, OtlpJsonSpanExporter
+
+__all__ = ["Providers", "configure"]
+
+_log = logging.getLogger("rb_otel.telemetry")
+
+DEFAULT_SERVICE_NAME = "rb-otel"
+DEFAULT_PROMETHEUS_HOST = "127.0.0.1"
+DEFAULT_PROMETHEUS_PORT = 9464
+
+
+@dataclass
+class Providers:
+    """The providers :func:`configure` built; call :meth:`shutdown` to flush and stop them."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    descriptions: list[str] = field(default_factory=list)
+    prometheus_port: int | None = None
+
+    def shutdown(self) -> None:
+        for provider in (self.tracer_provider, self.meter_provider):
+            try:
+                provider.shutdown()
+            except Exception:
+                _log.warning("shutting down %s failed", type(provider).__name__, exc_info=True)
+
+
+def _choice(env: str, allowed: tuple[str, ...], default: str) -> str:
+    raw = os.environ.get(env, "").strip().lower()
+    if not raw:
+        return default
+    value = raw.split(",")[0].strip()
+    if value not in allowed:
+        _log.warning("%s=%r is not one of %s; using %r", env, raw, ", ".join(allowed), default)
+        return default
+    return value
+
+
+def _otlp_http() -> bool:
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc").strip().lower()
+    return protocol.startswith("http")
+
+
+def _span_exporter(kind: str, traces_file: Path | None) -> SpanExporter | None:
+    if kind == "otlp":
+        if _otlp_http():
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+            return HttpSpanExporter()
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+
+        return GrpcSpanExporter()
+    if kind == "console":
+        return ConsoleSpanExporter()
+    if kind == "file" and traces_file is not None:
+        return OtlpJsonSpanExporter(traces_file)
+    return None
+
+
+def _metric_exporter(kind: str, metrics_file: Path | None) -> MetricExporter | None:
+    if kind == "otlp":
+        if _otlp_http():
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                OTLPMetricExporter as HttpMetricExporter,
+            )
+
+            return HttpMetricExporter()
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetricExporter
+
+        return GrpcMetricExporter()
+    if kind == "console":
+        return ConsoleMetricExporter()
+    if kind == "file" and metrics_file is not None:
+        return OtlpJsonMetricExporter(metrics_file)
+    return None
+
+
+def _prometheus_reader(port: int | None) -> tuple[MetricReader, int]:
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import start_http_server
+    except ImportError as exc:
+        raise RuntimeError("Prometheus export needs the extra: pip install 'rb-otel[prometheus]'") from exc
+    host = os.environ.get("OTEL_EXPORTER_PROMETHEUS_HOST", DEFAULT_PROMETHEUS_HOST)
+    if port is None:
+        port = int(os.environ.get("OTEL_EXPORTER_PROMETHEUS_PORT", DEFAULT_PROMETHEUS_PORT))
+    server, _thread = start_http_server(port, addr=host)
+    return PrometheusMetricReader(), int(server.server_port)
+
+
+def configure(
+    *,
+    service_name: str | None = None,
+    traces_file: str | Path | None = None,
+    metrics_file: str | Path | None = None,
+    prometheus_port: int | None = None,
+    metric_interval_ms: int = 5000,
+) -> Providers:
+    """Build SDK providers from the environment; they are returned, not installed globally.
+
+    ``prometheus_port`` (0 picks a free port) adds a pull endpoint whatever ``OTEL_METRICS_EXPORTER`` says.
+    """
+    attributes = {SERVICE_NAME: service_name} if service_name and not os.environ.get("OTEL_SERVICE_NAME") else {}
+    resource = Resource.create(attributes)
+    if resource.attributes.get(SERVICE_NAME, "").startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    has_endpoint = bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    default = "otlp" if has_endpoint else "file"
+    traces_kind = _choice("OTEL_TRACES_EXPORTER", ("otlp", "console", "none"), default)
+    metrics_kind = _choice("OTEL_METRICS_EXPORTER", ("otlp", "console", "prometheus", "none"), default)
+    descriptions: list[str] = []
+
+    tracer_provider = TracerProvider(resource=resource)
+    span_exporter = _span_exporter(traces_kind, Path(traces_file) if traces_file else None)
+    if span_exporter is not None:
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        descriptions.append(f"traces -> {traces_kind if traces_kind != 'file' else traces_file}")
+
+    readers: list[MetricReader] = []
+    served_port = None
+    if metrics_kind == "prometheus" or prometheus_port is not None:
+        reader, served_port = _prometheus_reader(prometheus_port)
+        readers.append(reader)
+        descriptions.append(f"metrics -> Prometheus pull endpoint on port {served_port}")
+    if metrics_kind != "prometheus":
+        metric_exporter = _metric_exporter(metrics_kind, Path(metrics_file) if metrics_file else None)
+        if metric_exporter is not None:
+            readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=metric_interval_ms))
+            descriptions.append(f"metrics -> {metrics_kind if metrics_kind != 'file' else metrics_file}")
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    return Providers(tracer_provider, meter_provider, descriptions, served_port)

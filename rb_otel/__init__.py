@@ -44,7 +44,36 @@ _LAZY: dict[str, str] = {
     "ReasonBlocksMiddleware": "rb_otel.integrations.langchain",
 }
 
-__all__ = sorted([*_LAZY, "__version__"])
+__all__ = [
+    "BaseInjection",
+    "DifficultyFSM",
+    "E1Injection",
+    "E2Injection",
+    "E3Injection",
+    "ETrace",
+    "FSMState",
+    "HashingEmbeddings",
+    "InMemoryPatternStore",
+    "LocalMonitorBackend",
+    "MonitorBackend",
+    "MonitorEvaluation",
+    "MonitorSteeringInjection",
+    "Pattern",
+    "PatternStore",
+    "PendingInjection",
+    "ReasonBlocks",
+    "ReasonBlocksMiddleware",
+    "SteeringSession",
+    "StepDecision",
+    "StepLogEntry",
+    "StepRecord",
+    "TraceState",
+    "TraceStateManager",
+    "__version__",
+    "create_injections",
+    "render_pattern",
+    "score_step",
+]
 
 
 def __getattr__(name: str) -> Any:

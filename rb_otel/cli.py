@@ -38,8 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run scripted agents through the real pipeline and export them")
     demo.add_argument("--out", default="out", help="directory for traces.jsonl, metrics.jsonl, report.html")
     demo.add_argument("--scenario", action="append", default=[], help="run only this scenario (repeatable)")
-    demo.add_argument("--prometheus-port", type=int, default=None,
-                      help="serve metrics for a Prometheus scrape on 127.0.0.1:PORT (0: any free port)")
+    demo.add_argument(
+        "--prometheus-port",
+        type=int,
+        default=None,
+        help="serve metrics for a Prometheus scrape on 127.0.0.1:PORT (0: any free port)",
+    )
     demo.add_argument("--hold", type=float, default=0.0, help="keep serving metrics this many seconds after")
     demo.add_argument("--repeat", type=int, default=1, help="run the scenarios this many times")
     demo.add_argument("--quiet", action="store_true", help="print nothing")
@@ -49,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s"
+    )
     code: int = args.func(args)
     return code
 

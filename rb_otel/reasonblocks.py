@@ -144,19 +144,36 @@ class ReasonBlocks:
             run_metadata=metadata,
         )
 
-    def session(self, *, run_id: str | None = None, agent_name: str = "", task: str = "",
-                framework: str = "custom", model: str = "", **metadata: Any) -> SteeringSession:  # fmt: skip
+    def session(
+        self,
+        *,
+        run_id: str | None = None,
+        agent_name: str = "",
+        task: str = "",
+        framework: str = "custom",
+        model: str = "",
+        **metadata: Any,
+    ) -> SteeringSession:
         """A ``SteeringSession`` exporting to OpenTelemetry, for agent loops without LangChain."""
-        session = self.new_session(run_id=run_id, run_metadata={
-            "agent_name": agent_name, "task": task, "framework": framework, "model": model})  # fmt: skip
-        info = RunInfo(run_id=session.run_id, agent_name=agent_name, framework=framework,
-                       task_profile=self.task_profile, task=task, model=model, metadata=metadata)  # fmt: skip
+        session = self.new_session(
+            run_id=run_id, run_metadata={"agent_name": agent_name, "task": task, "framework": framework, "model": model}
+        )
+        info = RunInfo(
+            run_id=session.run_id,
+            agent_name=agent_name,
+            framework=framework,
+            task_profile=self.task_profile,
+            task=task,
+            model=model,
+            metadata=metadata,
+        )
         self.telemetry.instruments.init_skip_series(agent_name)
         session.emitter = self.telemetry.run(info)
         return session
 
     def middleware(
         self,
+        *,
         run_id: str | None = None,
         agent_name: str = "",
         task: str = "",

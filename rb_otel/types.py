@@ -13,10 +13,10 @@ from typing import Any
 
 __all__ = [
     "ETrace",
-    "StepDecision",
     "FSMState",
     "MonitorEvaluation",
     "PendingInjection",
+    "StepDecision",
     "StepLogEntry",
     "StepRecord",
     "TraceState",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,8 +47,12 @@ def _injections(entry: StepLogEntry) -> str:
 def format_table(result: RunResult) -> str:
     """A fixed-width per-step table (step, state, difficulty, model, monitors, injections, tokens)."""
     header = f"{'step':>4}  {'state':<6}  {'difficulty':>10}  {'model':<18}  {'monitors':<40}  {'inj':<8}  tokens"
-    lines = [f"== {result.name}: {result.description}", f"   run {result.run_id}  outcome: {result.outcome}",
-             header, "-" * len(header)]  # fmt: skip
+    lines = [
+        f"== {result.name}: {result.description}",
+        f"   run {result.run_id}  outcome: {result.outcome}",
+        header,
+        "-" * len(header),
+    ]
     for e in result.steps:
         difficulty = "-" if e.difficulty is None else f"{e.difficulty:.3f}"
         monitors = ",".join(e.monitors_fired) or "-"
@@ -69,39 +74,54 @@ def _timeline_svg(steps: Sequence[StepLogEntry], width: int = 900, height: int =
     def y(v: float) -> float:
         return top + plot_h * (1 - v)
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
-             f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ddd"/>']  # fmt: skip
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ddd"/>',
+    ]
     for level, label in ((0.2, "FAST < 0.2"), (0.6, "SLOW > 0.6"), (0.85, "SKIP > 0.85")):
-        parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(level):.1f}" y2="{y(level):.1f}" '
-                     f'stroke="#bbb" stroke-dasharray="4 3"/>'
-                     f'<text x="{left + plot_w - 4}" y="{y(level) - 3:.1f}" font-size="10" text-anchor="end" '
-                     f'fill="#888">{label}</text>')  # fmt: skip
+        parts.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y(level):.1f}" y2="{y(level):.1f}" '
+            f'stroke="#bbb" stroke-dasharray="4 3"/>'
+            f'<text x="{left + plot_w - 4}" y="{y(level) - 3:.1f}" font-size="10" text-anchor="end" '
+            f'fill="#888">{label}</text>'
+        )
     scored = [(i, e) for i, e in enumerate(steps) if e.difficulty is not None]
-    for (i0, a), (i1, b) in zip(scored, scored[1:], strict=False):
-        assert a.difficulty is not None and b.difficulty is not None
-        parts.append(f'<line x1="{x(i0):.1f}" y1="{y(a.difficulty):.1f}" x2="{x(i1):.1f}" '
-                     f'y2="{y(b.difficulty):.1f}" stroke="{STATE_COLOURS.get(b.fsm_state, "#555")}" '
-                     f'stroke-width="2"/>')  # fmt: skip
+    for (i0, a), (i1, b) in itertools.pairwise(scored):
+        assert a.difficulty is not None
+        assert b.difficulty is not None
+        parts.append(
+            f'<line x1="{x(i0):.1f}" y1="{y(a.difficulty):.1f}" x2="{x(i1):.1f}" '
+            f'y2="{y(b.difficulty):.1f}" stroke="{STATE_COLOURS.get(b.fsm_state, "#555")}" '
+            f'stroke-width="2"/>'
+        )
     for i, e in enumerate(steps):
         colour = STATE_COLOURS.get(e.fsm_state, "#555")
         value = 0.0 if e.difficulty is None else e.difficulty
-        title = html.escape(f"step {e.step}: {e.fsm_state}, difficulty "
-                            f"{'-' if e.difficulty is None else f'{e.difficulty:.3f}'}, monitors "
-                            f"{', '.join(e.monitors_fired) or '-'}, injections {_injections(e)}, "
-                            f"model {e.model_id or '(agent)'}")  # fmt: skip
-        parts.append(f'<circle cx="{x(i):.1f}" cy="{y(value):.1f}" r="4" fill="{colour}"><title>{title}</title>'
-                     f"</circle>")  # fmt: skip
+        title = html.escape(
+            f"step {e.step}: {e.fsm_state}, difficulty "
+            f"{'-' if e.difficulty is None else f'{e.difficulty:.3f}'}, monitors "
+            f"{', '.join(e.monitors_fired) or '-'}, injections {_injections(e)}, "
+            f"model {e.model_id or '(agent)'}"
+        )
+        parts.append(
+            f'<circle cx="{x(i):.1f}" cy="{y(value):.1f}" r="4" fill="{colour}"><title>{title}</title></circle>'
+        )
         if e.monitors_fired:
             parts.append(f'<path d="M{x(i):.1f} {top - 2} l-4 -7 h8 z" fill="#6a1b9a"><title>{title}</title></path>')
         if e.injection_sources:
-            parts.append(f'<rect x="{x(i) - 3:.1f}" y="{top + plot_h + 6}" width="6" height="6" fill="#00838f">'
-                         f"<title>{html.escape(_injections(e))}</title></rect>")  # fmt: skip
+            parts.append(
+                f'<rect x="{x(i) - 3:.1f}" y="{top + plot_h + 6}" width="6" height="6" fill="#00838f">'
+                f"<title>{html.escape(_injections(e))}</title></rect>"
+            )
         if e.model_id:
-            parts.append(f'<rect x="{x(i) - 4:.1f}" y="{top + plot_h + 15}" width="8" height="5" fill="#ef6c00">'
-                         f"<title>routed to {html.escape(e.model_id)}</title></rect>")  # fmt: skip
+            parts.append(
+                f'<rect x="{x(i) - 4:.1f}" y="{top + plot_h + 15}" width="8" height="5" fill="#ef6c00">'
+                f"<title>routed to {html.escape(e.model_id)}</title></rect>"
+            )
         if i % max(1, len(steps) // 12) == 0:
-            parts.append(f'<text x="{x(i):.1f}" y="{height - 4}" font-size="10" text-anchor="middle" '
-                         f'fill="#666">{e.step}</text>')  # fmt: skip
+            parts.append(
+                f'<text x="{x(i):.1f}" y="{height - 4}" font-size="10" text-anchor="middle" fill="#666">{e.step}</text>'
+            )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -120,9 +140,11 @@ def html_report(results: Sequence[RunResult], *, title: str = "rb-otel demo") ->
             for e in r.steps
         )
         states = [e.fsm_state for e in r.steps]
-        summary = (f"{len(r.steps)} model calls, max state "
-                   f"{max(states, key=list(STATE_COLOURS).index) if states else '-'}, outcome "
-                   f"<b>{html.escape(r.outcome)}</b>")  # fmt: skip
+        summary = (
+            f"{len(r.steps)} model calls, max state "
+            f"{max(states, key=list(STATE_COLOURS).index) if states else '-'}, outcome "
+            f"<b>{html.escape(r.outcome)}</b>"
+        )
         trace = f" &middot; trace <code>{html.escape(r.trace_id)}</code>" if r.trace_id else ""
         sections.append(
             f"<section><h2>{html.escape(r.name)}</h2><p>{html.escape(r.description)}</p>"
@@ -139,7 +161,5 @@ def html_report(results: Sequence[RunResult], *, title: str = "rb-otel demo") ->
         f"<h1>{html.escape(title)}</h1><p>Difficulty per model call, coloured by FSM state. {legend}. "
         "<span style='color:#6a1b9a'>&#9660;</span> monitors fired, "
         "<span style='color:#00838f'>&#9632;</span> guidance injected, "
-        "<span style='color:#ef6c00'>&#9644;</span> routed to another model.</p>"
-        + "".join(sections)
-        + "</body></html>"
+        "<span style='color:#ef6c00'>&#9644;</span> routed to another model.</p>" + "".join(sections) + "</body></html>"
     )

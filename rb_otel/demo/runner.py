@@ -44,8 +44,12 @@ class DemoOptions:
 
 
 def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedChatModel) -> RunResult:
-    mw = rb.middleware(agent_name=f"demo-{scenario.name}", task=scenario.task, model=agent_model.model_name,
-                       metadata={"scenario": scenario.name})  # fmt: skip
+    mw = rb.middleware(
+        agent_name=f"demo-{scenario.name}",
+        task=scenario.task,
+        model=agent_model.model_name,
+        metadata={"scenario": scenario.name},
+    )
     agent = create_agent(agent_model, demo_tools(), middleware=[mw], system_prompt=SYSTEM_PROMPT)
     tracer = trace.get_tracer("rb_otel.demo", tracer_provider=rb.telemetry.tracer_provider)
     outcome = "success"
@@ -95,8 +99,10 @@ def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunRe
                 started = time.perf_counter()
                 say(f"[{round_ + 1}/{options.repeat}] running {name}: {scenario.description} ...")
                 result = _run_scenario(rb, scenario, model)
-                say(f"    {len(result.steps)} model calls in {time.perf_counter() - started:.2f} s, "
-                    f"outcome {result.outcome}")  # fmt: skip
+                say(
+                    f"    {len(result.steps)} model calls in {time.perf_counter() - started:.2f} s, "
+                    f"outcome {result.outcome}"
+                )
                 if round_ == 0:
                     results.append(result)
                     say(format_table(result))

@@ -65,8 +65,17 @@ class Scenario:
 
 
 def _easy() -> list[AIMessage]:
-    files = ["README.md", "setup.cfg", "docs/index.md", "src/app.py", "src/util.py", "src/cli.py", "tests/a.py",
-             "tests/b.py", "CHANGELOG.md"]  # fmt: skip
+    files = [
+        "README.md",
+        "setup.cfg",
+        "docs/index.md",
+        "src/app.py",
+        "src/util.py",
+        "src/cli.py",
+        "tests/a.py",
+        "tests/b.py",
+        "CHANGELOG.md",
+    ]
     script = [tool_call("read_file", {"path": f}, f"e{i}", content=f"Reading {f} next.") for i, f in enumerate(files)]
     return [*script, AIMessage("All files listed; the summary is ready.")]
 
@@ -78,8 +87,7 @@ _HARD = (
 
 
 def _struggling() -> list[AIMessage]:
-    first = ("The same test keeps failing with the same KeyError after my edits; let me search for the "
-             "session code.")
+    first = "The same test keeps failing with the same KeyError after my edits; let me search for the session code."
     script: list[AIMessage] = [tool_call("search", {"query": "session timeout"}, "s0", content=first)]
     for i in range(11):
         f = ["src/auth.py", "src/session.py"][i % 2]
@@ -108,8 +116,11 @@ def _stalled() -> list[AIMessage]:
     script: list[AIMessage] = []
     for i in range(44):
         name = tools[i % 3]
-        args: dict[str, Any] = {"target": "tests/"} if name == "run_tests" else (
-            {"path": "src/auth.py"} if name == "read_file" else {"query": "KeyError session"})  # fmt: skip
+        args: dict[str, Any] = (
+            {"target": "tests/"}
+            if name == "run_tests"
+            else ({"path": "src/auth.py"} if name == "read_file" else {"query": "KeyError session"})
+        )
         script.append(tool_call(name, args, f"k{i}", content=_STALLED + f" (attempt {i})"))
     return [*script, AIMessage("I could not find the cause.")]
 
@@ -124,15 +135,25 @@ def _tool_error() -> list[AIMessage]:
 
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "easy": lambda: Scenario(
-        "easy", "a plain survey of the repository: calm thoughts, reaches FAST", "summarise the repository",
-        _easy()),
+        "easy", "a plain survey of the repository: calm thoughts, reaches FAST", "summarise the repository", _easy()
+    ),
     "struggling": lambda: Scenario(
-        "struggling", "hedging and errors: reaches SLOW, routed to the strong model, monitors fire",
-        "fix the session timeout bug in src/auth.py", _struggling()),
+        "struggling",
+        "hedging and errors: reaches SLOW, routed to the strong model, monitors fire",
+        "fix the session timeout bug in src/auth.py",
+        _struggling(),
+    ),
     "stalled": lambda: Scenario(
-        "stalled", "44 calls of confusion: SLOW, then SKIP after 35 hard steps",
-        "fix the KeyError in the login flow", _stalled()),
+        "stalled",
+        "44 calls of confusion: SLOW, then SKIP after 35 hard steps",
+        "fix the KeyError in the login flow",
+        _stalled(),
+    ),
     "tool-error": lambda: Scenario(
-        "tool-error", "a tool raises: the run ends as a failure, spans closed", "deploy the service to staging",
-        _tool_error(), expects_error=True),
-}  # fmt: skip
+        "tool-error",
+        "a tool raises: the run ends as a failure, spans closed",
+        "deploy the service to staging",
+        _tool_error(),
+        expects_error=True,
+    ),
+}

@@ -6,12 +6,18 @@ The session asks them in list order, which is also the render order: monitor -> 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from rb_otel.steering.etraces.store import InMemoryPatternStore, PatternStore, RetrievalQuery, load_default_library
+from rb_otel.steering.etraces.store import (
+    InMemoryPatternStore,
+    PatternStore,
+    RetrievalQuery,
+    load_default_library,
+)
 from rb_otel.steering.guardrails import MonitorGuardrails
 from rb_otel.steering.monitors.local import LocalMonitorBackend, MonitorBackend, MonitorRequest
 from rb_otel.types import ETrace, FSMState, MonitorEvaluation, PendingInjection, StepRecord
@@ -195,15 +201,10 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
 
 
-_DEFAULT_STORE: InMemoryPatternStore | None = None
-
-
+@functools.cache
 def default_pattern_store() -> InMemoryPatternStore:
     """The process-wide embedded store holding the shipped library (built on first use)."""
-    global _DEFAULT_STORE
-    if _DEFAULT_STORE is None:
-        _DEFAULT_STORE = InMemoryPatternStore(load_default_library())
-    return _DEFAULT_STORE
+    return InMemoryPatternStore(load_default_library())
 
 
 _DEFAULT_BACKEND = LocalMonitorBackend()

@@ -50,7 +50,12 @@ class StepEmitter(Protocol):
     def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
 
     def step(
-        self, run_id: str, entry: StepLogEntry, *, steering_ms: float | None = None, composite: float | None = None
+        self,
+        run_id: str,
+        entry: StepLogEntry,
+        *,
+        steering_ms: float | None = None,
+        composite: float | None = None,
     ) -> None: ...
 
     def run_finish(self, run_id: str, outcome: str) -> None: ...
@@ -126,8 +131,9 @@ class SteeringSession:
         self._e1_gate_composite_threshold = DEFAULT_E1_GATE_COMPOSITE
         self._monitor_eval_history: list[MonitorEvaluation] = []
         self._monitors = [i for i in self.injections if isinstance(i, MonitorSteeringInjection)]
-        self._has_etraces = any(i.bypassed_in_fast and not isinstance(i, MonitorSteeringInjection)
-                                for i in self.injections)  # fmt: skip
+        self._has_etraces = any(
+            i.bypassed_in_fast and not isinstance(i, MonitorSteeringInjection) for i in self.injections
+        )
         self._thoughts: deque[str] = deque(maxlen=5)
         self._next_step = 0
         self._open: dict[int, StepRecord | None] = {}
@@ -242,7 +248,10 @@ class SteeringSession:
             self.state_manager.set_state(state)
             self._thoughts.append(thought)
             entry = StepLogEntry(
-                step=step, fsm_state=state.value, thought_preview=thought[:THOUGHT_PREVIEW_CHARS], difficulty=score
+                step=step,
+                fsm_state=state.value,
+                thought_preview=thought[:THOUGHT_PREVIEW_CHARS],
+                difficulty=score,
             )
         self._open[step] = record
 

@@ -11,11 +11,13 @@ _WORD = re.compile(r"[a-z0-9_]+")
 MAX_TEXT_CHARS = 4000
 
 STOPWORDS = frozenset(
-    "a an the and or but if then else of to in on at by for with from into onto as is are was were be been being "
-    "it its this that these those there here i me my we our you your he she they them their what which who whom "
-    "do does did done doing have has had having not no so too very can could should would will shall may might "
-    "must just also than about over under again further once all any both each few more most other some such "
-    "only own same let lets now use using used get got make made file line".split()
+    (
+        "a an the and or but if then else of to in on at by for with from into onto as is are was were be "
+        "been being it its this that these those there here i me my we our you your he she they them their "
+        "what which who whom do does did done doing have has had having not no so too very can could should "
+        "would will shall may might must just also than about over under again further once all any both each "
+        "few more most other some such only own same let lets now use using used get got make made file line"
+    ).split()
 )
 
 _SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "ies", "es", "ly", "s")

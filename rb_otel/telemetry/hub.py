@@ -42,5 +42,4 @@ class Telemetry:
 
     def run(self, info: RunInfo, *, parent: otel_context.Context | None = None) -> RunRecorder:
         """A recorder for one run; its span opens on ``run_start`` as a child of ``parent`` (or the current span)."""
-        return RunRecorder(info, tracer=self.tracer, instruments=self.instruments, content=self.content,
-                           parent=parent)  # fmt: skip
+        return RunRecorder(info, tracer=self.tracer, instruments=self.instruments, content=self.content, parent=parent)

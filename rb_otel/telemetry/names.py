@@ -102,7 +102,11 @@ METRIC_EXECUTE_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
 #: The Prometheus series each instrument becomes (what dashboards and rules query).
 PROMETHEUS_SERIES: Final = {
     METRIC_STEPS: ("rb_steps_total",),
-    METRIC_STEP_DIFFICULTY: ("rb_step_difficulty_bucket", "rb_step_difficulty_sum", "rb_step_difficulty_count"),
+    METRIC_STEP_DIFFICULTY: (
+        "rb_step_difficulty_bucket",
+        "rb_step_difficulty_sum",
+        "rb_step_difficulty_count",
+    ),
     METRIC_FSM_TRANSITIONS: ("rb_fsm_transitions_total",),
     METRIC_RUNS: ("rb_runs_total",),
     METRIC_RUNS_ACTIVE: ("rb_runs_active",),
@@ -124,13 +128,54 @@ PROMETHEUS_SERIES: Final = {
 
 # -- bucket boundaries ------------------------------------------------------------------------------------
 DIFFICULTY_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 1.0)
-TOKEN_USAGE_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216,
-                              67108864)  # fmt: skip
-OPERATION_DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
-                                     40.96, 81.92)  # fmt: skip
-INVOKE_AGENT_DURATION_BUCKETS: Final = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6)
-STEERING_DURATION_BUCKETS: Final = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                    0.1, 0.25, 0.5, 1.0)  # fmt: skip
+TOKEN_USAGE_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+OPERATION_DURATION_BUCKETS: Final = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
+INVOKE_AGENT_DURATION_BUCKETS: Final = (
+    0.1,
+    0.2,
+    0.4,
+    0.8,
+    1.6,
+    3.2,
+    6.4,
+    12.8,
+    25.6,
+    51.2,
+    102.4,
+    204.8,
+    409.6,
+)
+STEERING_DURATION_BUCKETS: Final = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)
 
 # -- attribute values -----------------------------------------------------------------------------------
 OUTCOME_SUCCESS: Final = "success"

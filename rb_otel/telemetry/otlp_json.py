@@ -29,8 +29,10 @@ _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 def _hex_ids(value: Any) -> Any:
     """OTLP/JSON wants ids as hex; protobuf's JSON mapping writes bytes as base64."""
     if isinstance(value, dict):
-        return {k: (base64.b64decode(v).hex() if k in _ID_KEYS and isinstance(v, str) else _hex_ids(v))
-                for k, v in value.items()}  # fmt: skip
+        return {
+            k: (base64.b64decode(v).hex() if k in _ID_KEYS and isinstance(v, str) else _hex_ids(v))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_hex_ids(v) for v in value]
     return value

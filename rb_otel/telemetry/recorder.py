@@ -64,8 +64,11 @@ class RunInfo:
             attrs[n.GEN_AI_AGENT_NAME] = self.agent_name
         if self.conversation_id:
             attrs[n.GEN_AI_CONVERSATION_ID] = self.conversation_id
-        for key, value in ((n.RB_CODEBASE_ID, self.codebase_id), (n.RB_ORG_ID, self.org_id),
-                           (n.RB_PROJECT_ID, self.project_id)):  # fmt: skip
+        for key, value in (
+            (n.RB_CODEBASE_ID, self.codebase_id),
+            (n.RB_ORG_ID, self.org_id),
+            (n.RB_PROJECT_ID, self.project_id),
+        ):
             if value and value != "default":
                 attrs[key] = value
         for key, value in self.metadata.items():
@@ -303,8 +306,7 @@ class RunRecorder:
         input_messages: Any = None,
     ) -> otel_context.Context:
         """Open the live ``chat`` span for ``entry.step``; returns its context (for provider spans)."""
-        attrs = chat_attributes(entry, composite=composite, steering_ms=steering_ms, content=self._content,
-                                final=False)  # fmt: skip
+        attrs = chat_attributes(entry, composite=composite, steering_ms=steering_ms, content=self._content, final=False)
         attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
         attrs[n.GEN_AI_PROVIDER_NAME] = provider
         attrs[n.GEN_AI_REQUEST_MODEL] = request_model
@@ -333,9 +335,13 @@ class RunRecorder:
             live.span.set_status(Status(StatusCode.ERROR, error_type))
             self._inst.operation_duration.record(
                 time.perf_counter() - live.started,
-                {n.GEN_AI_OPERATION_NAME: n.OP_CHAT, n.GEN_AI_PROVIDER_NAME: live.provider,
-                 n.GEN_AI_REQUEST_MODEL: live.request_model, n.RB_FSM_STATE: self.state.value,
-                 n.ERROR_TYPE: error_type},  # fmt: skip
+                {
+                    n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
+                    n.GEN_AI_PROVIDER_NAME: live.provider,
+                    n.GEN_AI_REQUEST_MODEL: live.request_model,
+                    n.RB_FSM_STATE: self.state.value,
+                    n.ERROR_TYPE: error_type,
+                },
                 context=trace.set_span_in_context(live.span),
             )
         finally:
@@ -391,15 +397,19 @@ class RunRecorder:
     # -- internals ---------------------------------------------------------------------------------------
 
     def _step(
-        self, entry: StepLogEntry, *, steering_ms: float | None, composite: float | None, end_time: float | None
+        self,
+        entry: StepLogEntry,
+        *,
+        steering_ms: float | None,
+        composite: float | None,
+        end_time: float | None,
     ) -> None:
         previous = self.state
         state = FSMState(entry.fsm_state)
         live = self._live.pop(entry.step, None)
         if live is not None:
             composite = live.composite if composite is None else composite
-        attrs = chat_attributes(entry, composite=composite, steering_ms=steering_ms, content=self._content,
-                                final=True)  # fmt: skip
+        attrs = chat_attributes(entry, composite=composite, steering_ms=steering_ms, content=self._content, final=True)
         response = live.response if live is not None else None
         if response is not None:
             attrs.update(_response_attributes(response, self._content))
@@ -425,8 +435,15 @@ class RunRecorder:
             duration = max(finish - start, 0.0)
         span_ctx = trace.set_span_in_context(span)
         try:
-            self._record_step_metrics(entry, state, previous, provider, request_model, duration, steering_ms,
-                                      response, span_ctx)  # fmt: skip
+            self._record_step_metrics(
+                entry=entry,
+                provider=provider,
+                request_model=request_model,
+                duration=duration,
+                steering_ms=steering_ms,
+                response=response,
+                span_ctx=span_ctx,
+            )
             if state is not previous:
                 self._transition(previous, state, entry)
         finally:
@@ -437,9 +454,8 @@ class RunRecorder:
 
     def _record_step_metrics(
         self,
+        *,
         entry: StepLogEntry,
-        state: FSMState,
-        previous: FSMState,
         provider: str,
         request_model: str,
         duration: float,
@@ -451,8 +467,9 @@ class RunRecorder:
         self.steps += 1
         self.tokens += entry.tokens
         self.monitor_injections += entry.injection_sources.count("MonitorSteeringInjection")
-        inst.steps.add(1, {**agent, n.RB_FSM_STATE: entry.fsm_state, n.GEN_AI_REQUEST_MODEL: request_model},
-                       context=span_ctx)  # fmt: skip
+        inst.steps.add(
+            1, {**agent, n.RB_FSM_STATE: entry.fsm_state, n.GEN_AI_REQUEST_MODEL: request_model}, context=span_ctx
+        )
         if entry.difficulty is not None:
             inst.difficulty.record(entry.difficulty, {**agent, n.RB_FSM_STATE: entry.fsm_state}, context=span_ctx)
         for monitor in entry.monitors_fired:

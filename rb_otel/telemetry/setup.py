@@ -76,7 +76,9 @@ def _otlp_http() -> bool:
 def _span_exporter(kind: str, traces_file: Path | None) -> SpanExporter | None:
     if kind == "otlp":
         if _otlp_http():
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                OTLPSpanExporter as HttpSpanExporter,
+            )
 
             return HttpSpanExporter()
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
@@ -97,7 +99,9 @@ def _metric_exporter(kind: str, metrics_file: Path | None) -> MetricExporter | N
             )
 
             return HttpMetricExporter()
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetricExporter
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
 
         return GrpcMetricExporter()
     if kind == "console":
@@ -134,7 +138,7 @@ def configure(
     """
     attributes = {SERVICE_NAME: service_name} if service_name and not os.environ.get("OTEL_SERVICE_NAME") else {}
     resource = Resource.create(attributes)
-    if resource.attributes.get(SERVICE_NAME, "").startswith("unknown_service"):
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
     has_endpoint = bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
     default = "otlp" if has_endpoint else "file"

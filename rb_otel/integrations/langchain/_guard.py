@@ -13,6 +13,7 @@ runs a middleware asked to watch. Its methods are ``run_inline`` and must never 
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -94,17 +95,17 @@ class RunEndGuard(BaseCallbackHandler):
             _log.warning("closing a run after its graph ended failed", exc_info=True)
 
 
-_GUARD: RunEndGuard | None = None
 _GUARD_LOCK = threading.Lock()
+
+
+@functools.cache
+def _registered_guard() -> RunEndGuard:
+    instance = RunEndGuard()
+    register_configure_hook(contextvars.ContextVar("rb_otel_run_end_guard", default=instance), True)
+    return instance
 
 
 def guard() -> RunEndGuard:
     """The process-wide guard, registered with LangChain on first use (never on import)."""
-    global _GUARD
-    if _GUARD is None:
-        with _GUARD_LOCK:
-            if _GUARD is None:
-                instance = RunEndGuard()
-                register_configure_hook(contextvars.ContextVar("rb_otel_run_end_guard", default=instance), True)
-                _GUARD = instance
-    return _GUARD
+    with _GUARD_LOCK:  # functools.cache alone may build twice under a race
+        return _registered_guard()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,7 +133,7 @@ def _int(value: Any) -> int | None:
 
 def chat_response(message: AIMessage) -> tuple[int, list[str], ChatResponse]:
     """``(total tokens, tool call names, response details)`` from a model's reply."""
-    usage = message.usage_metadata or {}
+    usage: Mapping[str, Any] = message.usage_metadata or {}
     input_details: Any = usage.get("input_token_details") or {}
     output_details: Any = usage.get("output_token_details") or {}
     meta = message.response_metadata or {}

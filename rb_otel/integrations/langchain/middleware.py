@@ -11,6 +11,7 @@ raised by the model or a tool propagate unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,7 +37,6 @@ from rb_otel.integrations.langchain._messages import (
 )
 from rb_otel.steering.rendering import system_blocks
 from rb_otel.steering.session import SteeringSession
-from rb_otel.steering.state import TraceStateManager
 from rb_otel.telemetry import RunInfo
 from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
 from rb_otel.types import StepDecision, StepLogEntry
@@ -54,8 +54,7 @@ __all__ = ["RBState", "ReasonBlocksMiddleware"]
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
 #: run_start keys that are stored in their own fields, so they are removed from ``metadata`` (spec 1.3).
-_DEDICATED_KEYS = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id",
-                   "task_profile")  # fmt: skip
+_DEDICATED_KEYS = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id", "task_profile")
 
 ModelResult = ModelResponse | AIMessage | ExtendedModelResponse
 
@@ -123,19 +122,30 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
         super().__init__()
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError(f"metadata must be a mapping, got {type(metadata).__name__}")
-        for name, value in (("agent_name", agent_name), ("task", task), ("framework", framework),
-                            ("model", model), ("codebase_id", codebase_id), ("org_id", org_id),
-                            ("project_id", project_id)):  # fmt: skip
+        for name, value in (
+            ("agent_name", agent_name),
+            ("task", task),
+            ("framework", framework),
+            ("model", model),
+            ("codebase_id", codebase_id),
+            ("org_id", org_id),
+            ("project_id", project_id),
+        ):
             if not isinstance(value, str):
                 raise TypeError(f"{name} must be a str, got {type(value).__name__}")
         self._rb = rb
         self._first_run_id = run_id
         self.agent_name = agent_name
         self._run_fields = {
-            "agent_name": agent_name, "task": task, "framework": framework, "model": model,
-            "codebase_id": codebase_id, "org_id": org_id, "project_id": project_id,
+            "agent_name": agent_name,
+            "task": task,
+            "framework": framework,
+            "model": model,
+            "codebase_id": codebase_id,
+            "org_id": org_id,
+            "project_id": project_id,
             "task_profile": rb.task_profile,
-        }  # fmt: skip
+        }
         self._metadata = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
         self._runs = RunRegistry()
         self._cm_depth = 0
@@ -408,9 +418,12 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             if routed is not None:
                 overrides["model"] = model = routed
         identity = identify_model(model) if model is not request.model else own_model
-        base = list(request.system_message.content_blocks) if request.system_message is not None else []
-        blocks = system_blocks(base, decision.rendered_injection_text,  # type: ignore[arg-type]
-                               cache_control=identity.provider not in NO_CACHE_CONTROL)  # fmt: skip
+        base: list[dict[str, Any]] = (
+            [dict(b) for b in request.system_message.content_blocks] if request.system_message is not None else []
+        )
+        blocks = system_blocks(
+            base, decision.rendered_injection_text, cache_control=identity.provider not in NO_CACHE_CONTROL
+        )
         if blocks:
             overrides["system_message"] = SystemMessage(content=blocks)  # type: ignore[arg-type]
         new_request = request.override(**overrides) if overrides else request
@@ -505,10 +518,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
 def _detach(token: object | None) -> None:
     if token is None:
         return
-    try:
+    with contextlib.suppress(Exception):  # detaching in another context (abandoned generator) is harmless
         otel_context.detach(token)  # type: ignore[arg-type]
-    except Exception:  # detaching in another context (abandoned generator) is harmless here
-        pass
 
 
 def _node_run_id() -> uuid.UUID | None:

@@ -61,7 +61,6 @@ class ModelRouter:
         try:
             model = init_chat_model(model_id)
         except Exception as exc:  # missing provider package, missing credentials, unknown provider
-            _log.warning("cannot build routed model %r (%s); keeping the agent's model", model_id,
-                         type(exc).__name__)  # fmt: skip
+            _log.warning("cannot build routed model %r (%s); keeping the agent's model", model_id, type(exc).__name__)
             return None
         return model if isinstance(model, BaseChatModel) else None

@@ -6,6 +6,7 @@ any real LangChain embedding model can replace it in a pattern store, and it dow
 
 from __future__ import annotations
 
+import itertools
 import re
 import zlib
 from collections.abc import Sequence
@@ -58,13 +59,13 @@ class HashingEmbeddings:
     def vector(self, text: str) -> npt.NDArray[np.float64]:
         """The embedding of ``text`` as a numpy array (what the embedded store uses directly)."""
         words = [stem(w) for w in _WORD.findall(text[:MAX_TEXT_CHARS].lower()) if w not in STOPWORDS]
-        features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+        features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
         if not features:
             return np.zeros(self.dimensions)
         buckets = [self._bucket(f) for f in features]
-        vec = np.bincount(
-            [b[0] for b in buckets], weights=[b[1] for b in buckets], minlength=self.dimensions
-        ).astype(np.float64)
+        vec = np.bincount([b[0] for b in buckets], weights=[b[1] for b in buckets], minlength=self.dimensions).astype(
+            np.float64
+        )
         norm = float(np.linalg.norm(vec))
         return vec / norm if norm else vec
 

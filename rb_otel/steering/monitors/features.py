@@ -29,11 +29,33 @@ _TEST_KEYS = ("pytest", "unittest", "tox", "nox", "test", "jest")
 # Substrings, not words: "KeyError" and "errors" count too. Cheap on long observations.
 _ERROR_KEYS = ("error", "exception", "traceback", "failed", "failure", "fatal")
 _DONE_KEYS = ("done", "fix", "complete", "finish", "resolve", "should", "final answer", "submit", "all set")
-_RECAP_KEYS = ("summar", "recap", "step back", "going back", "read", "again", "start over", "as i said",
-               "as mentioned", "reiterate", "derive", "think")  # fmt: skip
+_RECAP_KEYS = (
+    "summar",
+    "recap",
+    "step back",
+    "going back",
+    "read",
+    "again",
+    "start over",
+    "as i said",
+    "as mentioned",
+    "reiterate",
+    "derive",
+    "think",
+)
 _SWITCH_KEYS = ("instead", "switching", "moving on", "approach", "change of plan")
-_RETRACTION_KEYS = ("wrong", "mind", "disregard", "scratch", "actually", "incorrect", "misread", "mistake",
-                    "contrary", "not the cause")  # fmt: skip
+_RETRACTION_KEYS = (
+    "wrong",
+    "mind",
+    "disregard",
+    "scratch",
+    "actually",
+    "incorrect",
+    "misread",
+    "mistake",
+    "contrary",
+    "not the cause",
+)
 _CLAIM_KEYS = (" is ", " are ", " was ", " were ", "n't ")
 _DONE = re.compile(
     r"\b(?:done|fixed|complete[d]?|finished|resolved|should (?:now )?work|final answer|task is complete|"

@@ -33,11 +33,23 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
 }
 V0_PROFILES: Mapping[str, Mapping[str, float]] = {
     "coding": DEFAULT_WEIGHTS,
-    "pr_review": {"streak": 0.45, "call_count": 0.15, "edit_revert": 0.0, "test_repeat": 0.0,
-                  "diversity": 0.20, "hedge": 0.20},
-    "qa": {"streak": 0.30, "call_count": 0.05, "edit_revert": 0.05, "test_repeat": 0.10,
-           "diversity": 0.15, "hedge": 0.35},
-}  # fmt: skip
+    "pr_review": {
+        "streak": 0.45,
+        "call_count": 0.15,
+        "edit_revert": 0.0,
+        "test_repeat": 0.0,
+        "diversity": 0.20,
+        "hedge": 0.20,
+    },
+    "qa": {
+        "streak": 0.30,
+        "call_count": 0.05,
+        "edit_revert": 0.05,
+        "test_repeat": 0.10,
+        "diversity": 0.15,
+        "hedge": 0.35,
+    },
+}
 
 _EDIT_TOOLS = frozenset(
     {"edit", "write", "str_replace", "str_replace_editor", "patch", "apply_patch", "create_file", "overwrite"}

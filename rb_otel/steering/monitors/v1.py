@@ -3,8 +3,8 @@
 Each scorer reads the trailing window of ``StepRecord`` features (newest last) and returns a score in [0, 1],
 1 = worst. They are cheap (set operations on cached features) and fire, with the default threshold 0.6, on:
 
-* ``semantic_loop``: the newest action repeats, with paraphrased input (stemmed-word Jaccard >= 0.6 over the input's values), at
-  least two of the previous 12 actions with the same tool. ``min(repeats / 3, 1)``.
+* ``semantic_loop``: the newest action repeats at least two of the previous 12 actions of the same tool with
+  paraphrased input (stemmed-word Jaccard >= 0.6 over the input's values). ``min(repeats / 3, 1)``.
 * ``verification_skip``: the agent declares it is done (or calls a submit tool) after an edit with no test or
   read since that edit (0.9); 0.3 when four or more steps passed since an unverified edit.
 * ``cyclic_compression``: re-summarising ("to summarize", "let me recap", "step back", ...) or a thought that
@@ -27,6 +27,7 @@ from rb_otel.steering.text import content_words, jaccard
 __all__ = ["V1_SCORERS"]
 
 Scorer = Callable[[Sequence[StepFeatures], frozenset[str]], float]
+
 
 def semantic_loop(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
     newest = window[-1]

@@ -97,7 +97,9 @@ def _has_any(text: str, keys: tuple[str, ...]) -> bool:
 def _claims(thought: str) -> frozenset[tuple[str, str, bool]]:
     if not _has_any(thought, _CLAIM_KEYS):
         return frozenset()
-    return frozenset((subj, pred, bool(neg)) for subj, neg, pred in _CLAIM.findall(thought))
+    return frozenset(
+        (subj.rstrip("."), pred.rstrip("."), bool(neg)) for subj, neg, pred in _CLAIM.findall(thought)
+    )
 
 
 def _paths(text: str) -> frozenset[str]:

@@ -1,0 +1,43 @@
+# rb-otel developer commands. Every target sets itself up (a .venv with the package and its dev extras).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.rb-otel-installed
+
+.PHONY: demo test lint typecheck unit bench wheel clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+## demo: run the scripted agents through the real pipeline; writes out/traces.jsonl, out/metrics.jsonl, out/report.html
+demo: $(STAMP)
+	$(BIN)/rb-otel demo --out out
+
+## test: lint, type-check and run the whole test suite
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check rb_otel tests benchmarks
+	$(BIN)/ruff format --check rb_otel tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# pytest exits 5 when it collects no test; that is reported, not hidden as a pass.
+unit: $(STAMP)
+	@$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+## bench: steering-core and middleware overhead benchmarks (numbers, not assertions)
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_steering.py
+	$(BIN)/python benchmarks/bench_middleware.py
+
+wheel: $(STAMP)
+	$(BIN)/python -m pip wheel --no-deps --wheel-dir dist .
+
+clean:
+	rm -rf $(VENV) out dist build .pytest_cache .mypy_cache .ruff_cache .hypothesis

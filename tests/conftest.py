@@ -1,0 +1,82 @@
+"""Shared fixtures: in-memory OpenTelemetry providers and scripted LangChain agents (no network)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rb_otel.testing import tool_call
+
+
+@dataclass
+class Otel:
+    """In-memory tracer and meter providers plus helpers to read what they recorded."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    exporter: InMemorySpanExporter
+    reader: InMemoryMetricReader
+
+    def spans(self, prefix: str = "") -> list[ReadableSpan]:
+        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(prefix)]
+
+    def metric_points(self, name: str) -> list[tuple[dict[str, Any], Any]]:
+        """``(attributes, value or count)`` of every data point of metric ``name``."""
+        data = self.reader.get_metrics_data()
+        points: list[tuple[dict[str, Any], Any]] = []
+        if data is None:
+            return points
+        for rm in data.resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name == name:
+                        for p in metric.data.data_points:
+                            points.append((dict(p.attributes or {}), getattr(p, "value", None) or p))
+        return points
+
+    def metric_sum(self, name: str, **match: Any) -> float:
+        total = 0.0
+        for attrs, value in self.metric_points(name):
+            if all(attrs.get(k.replace("__", ".")) == v for k, v in match.items()):
+                total += value if isinstance(value, int | float) else value.count
+        return total
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    yield Otel(tracer_provider, meter_provider, exporter, reader)
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def explode(a: int) -> int:
+    """A tool that always raises."""
+    raise ValueError(f"tool failure for {a}")
+
+
+def calc_script(n_calls: int = 4, thought: str = "Adding the next pair of numbers.") -> list[AIMessage]:
+    """``n_calls`` tool calls then a final answer: ``n_calls + 1`` model calls per run."""
+    calls = [tool_call("add", {"a": i, "b": i + 1}, f"call_{i}", content=thought) for i in range(n_calls)]
+    return [*calls, AIMessage("The answer is 30.")]

@@ -41,7 +41,7 @@ class Otel:
                 for metric in sm.metrics:
                     if metric.name == name:
                         for p in metric.data.data_points:
-                            points.append((dict(p.attributes or {}), getattr(p, "value", None) or p))
+                            points.append((dict(p.attributes or {}), p.value if hasattr(p, "value") else p))
         return points
 
     def metric_sum(self, name: str, **match: Any) -> float:

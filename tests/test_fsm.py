@@ -126,8 +126,10 @@ def test_end_is_never_returned_and_sticky_if_set_by_hand() -> None:
     assert FSMState.END not in run([0.0, 1.0] * 50 + [0.95] * 60)
 
 
-scores = st.lists(st.sampled_from([0.0, 0.1, 0.19, 0.2, 0.21, 0.3, 0.31, 0.49, 0.5, 0.55, 0.6, 0.61, 0.85, 0.86,
-                                   0.9, 1.0]), max_size=120)
+scores = st.lists(
+    st.sampled_from([0.0, 0.1, 0.19, 0.2, 0.21, 0.3, 0.31, 0.49, 0.5, 0.55, 0.6, 0.61, 0.85, 0.86, 0.9, 1.0]),
+    max_size=120,
+)
 
 
 @settings(max_examples=400, deadline=None)

@@ -24,8 +24,9 @@ def test_cap_of_five_per_run() -> None:
     assert allowed == 5
 
 
-@pytest.mark.parametrize(("state", "cooldown"), [(FSMState.FAST, 5), (FSMState.NORMAL, 3), (FSMState.SLOW, 2),
-                                                 (FSMState.SKIP, 2)])
+@pytest.mark.parametrize(
+    ("state", "cooldown"), [(FSMState.FAST, 5), (FSMState.NORMAL, 3), (FSMState.SLOW, 2), (FSMState.SKIP, 2)]
+)
 def test_cooldown_by_state(state: FSMState, cooldown: int) -> None:
     g = MonitorGuardrails()
     g.record("first", 10)
@@ -61,8 +62,14 @@ def test_shipped_library_has_e3_rules_and_e2_patterns_per_v1_failure_type() -> N
     patterns = load_default_library()
     assert sum(p.tier == "e3" for p in patterns) >= 5
     e2_types = {p.failure_type for p in patterns if p.tier == "e2"}
-    assert {"semantic_loop", "verification_skip", "claim_contradiction", "cyclic_compression", "late_sprawl",
-            "silent_topic_drift"} <= e2_types
+    assert {
+        "semantic_loop",
+        "verification_skip",
+        "claim_contradiction",
+        "cyclic_compression",
+        "late_sprawl",
+        "silent_topic_drift",
+    } <= e2_types
 
 
 def test_e3_scroll_returns_standing_rules_in_order_up_to_top_k() -> None:
@@ -73,12 +80,13 @@ def test_e3_scroll_returns_standing_rules_in_order_up_to_top_k() -> None:
 
 
 def test_similarity_search_ranks_the_closest_pattern_first_and_gates() -> None:
-    store = InMemoryPatternStore([
-        Pattern("e1", {"title": "cookie expiry", "guidance": "session cookie expiry KeyError in auth"}, "p1"),
-        Pattern("e1", {"title": "database pool", "guidance": "connection pool exhausted under load"}, "p2"),
-    ])
-    got = store.retrieve(RetrievalQuery(tier="e1", context="KeyError when the session cookie expiry passes",
-                                        top_k=2))
+    store = InMemoryPatternStore(
+        [
+            Pattern("e1", {"title": "cookie expiry", "guidance": "session cookie expiry KeyError in auth"}, "p1"),
+            Pattern("e1", {"title": "database pool", "guidance": "connection pool exhausted under load"}, "p2"),
+        ]
+    )
+    got = store.retrieve(RetrievalQuery(tier="e1", context="KeyError when the session cookie expiry passes", top_k=2))
     assert got and got[0].pattern_id == "p1"
     assert all(t.pattern_id != "p2" for t in got)  # below the gate
     assert store.retrieve(RetrievalQuery(tier="e1", context="completely unrelated gardening tips")) == []
@@ -86,14 +94,23 @@ def test_similarity_search_ranks_the_closest_pattern_first_and_gates() -> None:
 
 def test_failure_type_filter() -> None:
     store = InMemoryPatternStore(load_default_library())
-    got = store.retrieve(RetrievalQuery(tier="e2", context="I keep repeating the same search with reworded input",
-                                        top_k=2, failure_type="semantic_loop"))
+    got = store.retrieve(
+        RetrievalQuery(
+            tier="e2",
+            context="I keep repeating the same search with reworded input",
+            top_k=2,
+            failure_type="semantic_loop",
+        )
+    )
     assert got and all(t.failure_type == "semantic_loop" for t in got)
 
 
 def test_any_langchain_embeddings_object_plugs_in() -> None:
-    store = InMemoryPatternStore([Pattern("e1", {"guidance": "alpha"}, "a")], embeddings=DeterministicFakeEmbedding(
-        size=32), min_similarity={"e1": -1.0})
+    store = InMemoryPatternStore(
+        [Pattern("e1", {"guidance": "alpha"}, "a")],
+        embeddings=DeterministicFakeEmbedding(size=32),
+        min_similarity={"e1": -1.0},
+    )
     assert [t.pattern_id for t in store.retrieve(RetrievalQuery(tier="e1", context="alpha"))] == ["a"]
 
 
@@ -121,8 +138,9 @@ def test_pattern_validation() -> None:
 
 
 def test_render_pattern_markdown_for_most_models_with_stable_field_order() -> None:
-    text = render_pattern("e2", "openai:gpt-4o", {"unlock": "do X", "zeta": "z", "situation": "S",
-                                                  "dead_ends": ["a", "b"]})
+    text = render_pattern(
+        "e2", "openai:gpt-4o", {"unlock": "do X", "zeta": "z", "situation": "S", "dead_ends": ["a", "b"]}
+    )
     assert text.splitlines()[0] == "**Known failure pattern**"
     assert text.index("situation") < text.index("dead ends") < text.index("unlock") < text.index("zeta")
     assert "\n  - a" in text

@@ -22,19 +22,22 @@ from rb_otel.steering.monitors import (
 from rb_otel.steering.monitors.local import INTERVENTION_TEXTS
 
 
-def rec(i: int, thought: str = "", action: str | None = None, action_input: object = None,
-        observation: str | None = None) -> StepRecord:
+def rec(
+    i: int, thought: str = "", action: str | None = None, action_input: object = None, observation: str | None = None
+) -> StepRecord:
     text = action_input if action_input is None or isinstance(action_input, str) else json.dumps(action_input)
     return StepRecord(step_index=i, thought=thought, action=action, action_input=text, observation=observation)
 
 
 def evaluate(steps: list[StepRecord], profile: str = "coding", task: str = "", **weights: float):
     backend = LocalMonitorBackend()
-    return backend.evaluate(MonitorRequest(model="m", task_profile=profile, steps=steps, task=task,
-                                           weights=weights or None))
+    return backend.evaluate(
+        MonitorRequest(model="m", task_profile=profile, steps=steps, task=task, weights=weights or None)
+    )
 
 
 # -- profiles ------------------------------------------------------------------------------------------------
+
 
 def test_profile_tables_sum_to_one_and_match_the_spec() -> None:
     for name in ("coding", "pr_review", "qa"):
@@ -67,6 +70,7 @@ def test_custom_profile_can_be_registered_and_used() -> None:
 
 # -- local backend: response shape -----------------------------------------------------------------------------
 
+
 def test_empty_trace_is_a_quiet_evaluation() -> None:
     ev = evaluate([])
     assert not ev.inject and ev.fired == () and ev.composite == 0.0
@@ -76,8 +80,15 @@ def test_empty_trace_is_a_quiet_evaluation() -> None:
 def test_response_has_the_evaluate_shape_and_composite_is_the_weighted_sum() -> None:
     steps = [rec(i, "searching again", "search", {"query": "session timeout"}) for i in range(4)]
     ev = evaluate(steps)
-    assert set(ev.as_dict()) == {"inject", "intervention_text", "fired", "scores", "composite", "failure_type",
-                                 "intervention_source"}
+    assert set(ev.as_dict()) == {
+        "inject",
+        "intervention_text",
+        "fired",
+        "scores",
+        "composite",
+        "failure_type",
+        "intervention_source",
+    }
     weights = PROFILES["coding"]
     assert ev.composite == pytest.approx(sum(weights[k] * v for k, v in ev.scores.items()), abs=1e-6)
     assert "semantic_loop" in ev.fired
@@ -92,6 +103,7 @@ def test_profile_changes_the_composite() -> None:
 
 # -- the six heuristics, each firing and not firing -------------------------------------------------------------
 
+
 def test_semantic_loop_counts_paraphrased_repeats_only() -> None:
     paraphrases = ["session timeouts", "the session timeout", "session timeout", "timeout session"]
     looping = [rec(i, "look", "search", {"query": q}) for i, q in enumerate(paraphrases)]
@@ -101,8 +113,11 @@ def test_semantic_loop_counts_paraphrased_repeats_only() -> None:
 
 
 def test_verification_skip_fires_when_done_is_declared_after_an_unverified_edit() -> None:
-    steps = [rec(0, "reading", "read_file", {"path": "a.py"}), rec(1, "edit", "str_replace_editor", {"path": "a.py"}),
-             rec(2, "Done, the fix is complete.")]
+    steps = [
+        rec(0, "reading", "read_file", {"path": "a.py"}),
+        rec(1, "edit", "str_replace_editor", {"path": "a.py"}),
+        rec(2, "Done, the fix is complete."),
+    ]
     assert "verification_skip" in evaluate(steps).fired
     verified = [*steps[:2], rec(2, "run tests", "bash", "pytest tests/"), rec(3, "Done, the fix is complete.")]
     assert evaluate(verified).scores["verification_skip"] == 0.0
@@ -111,8 +126,12 @@ def test_verification_skip_fires_when_done_is_declared_after_an_unverified_edit(
 def test_cyclic_compression_fires_on_repeated_recaps() -> None:
     steps = [rec(i, f"To summarize what we know so far, item {i}.") for i in range(4)]
     assert "cyclic_compression" in evaluate(steps).fired
-    assert evaluate([rec(i, f"Opening file number {i}.", "read_file", f"f{i}.py") for i in range(4)]).scores[
-        "cyclic_compression"] == 0.0
+    assert (
+        evaluate([rec(i, f"Opening file number {i}.", "read_file", f"f{i}.py") for i in range(4)]).scores[
+            "cyclic_compression"
+        ]
+        == 0.0
+    )
 
 
 def test_late_sprawl_fires_on_new_tools_late_in_the_run() -> None:
@@ -125,13 +144,16 @@ def test_late_sprawl_fires_on_new_tools_late_in_the_run() -> None:
 def test_silent_topic_drift_fires_when_recent_steps_ignore_the_task() -> None:
     task = "fix the login session timeout bug in the auth module"
     on_topic = [rec(i, "checking the login session timeout in auth", "read_file", "auth.py") for i in range(6)]
-    off_topic = on_topic[:3] + [rec(3 + i, "refactoring the billing invoices renderer", "read_file", "billing.py")
-                                for i in range(3)]
+    off_topic = on_topic[:3] + [
+        rec(3 + i, "refactoring the billing invoices renderer", "read_file", "billing.py") for i in range(3)
+    ]
     assert evaluate(on_topic, task=task).scores["silent_topic_drift"] == 0.0
     assert "silent_topic_drift" in evaluate(off_topic, task=task).fired
-    announced = off_topic[:5] + [rec(5, "switching to billing instead", "read_file", "billing.py")]
-    assert evaluate(announced, task=task).scores["silent_topic_drift"] < evaluate(off_topic, task=task).scores[
-        "silent_topic_drift"]
+    announced = [*off_topic[:5], rec(5, "switching to billing instead", "read_file", "billing.py")]
+    assert (
+        evaluate(announced, task=task).scores["silent_topic_drift"]
+        < evaluate(off_topic, task=task).scores["silent_topic_drift"]
+    )
 
 
 def test_claim_contradiction_fires_on_a_negated_claim_or_repeated_retractions() -> None:
@@ -139,8 +161,7 @@ def test_claim_contradiction_fires_on_a_negated_claim_or_repeated_retractions() 
     assert evaluate(flip).scores["claim_contradiction"] == 1.0
     retract = [rec(0, "Never mind, I was wrong about that."), rec(1, "Scratch that, my mistake again.")]
     assert "claim_contradiction" in evaluate(retract).fired
-    assert evaluate([rec(0, "The parser is fine."), rec(1, "The cache is fine.")]).scores[
-        "claim_contradiction"] == 0.0
+    assert evaluate([rec(0, "The parser is fine."), rec(1, "The cache is fine.")]).scores["claim_contradiction"] == 0.0
 
 
 def test_observation_attached_after_evaluation_is_seen_next_time() -> None:
@@ -157,8 +178,14 @@ def test_observation_attached_after_evaluation_is_seen_next_time() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.text(max_size=60), st.sampled_from([None, "search", "read_file", "edit", "bash"]),
-                          st.text(max_size=30)), max_size=50))
+@given(
+    st.lists(
+        st.tuples(
+            st.text(max_size=60), st.sampled_from([None, "search", "read_file", "edit", "bash"]), st.text(max_size=30)
+        ),
+        max_size=50,
+    )
+)
 def test_scores_are_always_in_range(raw: list[tuple[str, str | None, str]]) -> None:
     steps = [rec(i, t, a, x if a else None) for i, (t, a, x) in enumerate(raw)]
     ev = evaluate(steps)
@@ -168,15 +195,34 @@ def test_scores_are_always_in_range(raw: list[tuple[str, str | None, str]]) -> N
 
 # -- v0 suite (spec 5.7, exact) ---------------------------------------------------------------------------------
 
-def step(i: int, action: str = "", action_input: object = "", thought: str = "", observation: str = "",
-         is_error: bool = False) -> dict[str, object]:
-    return {"step_index": i, "action": action, "action_input": action_input, "thought": thought,
-            "observation": observation, "is_error": is_error}
+
+def step(
+    i: int,
+    action: str = "",
+    action_input: object = "",
+    thought: str = "",
+    observation: str = "",
+    is_error: bool = False,
+) -> dict[str, object]:
+    return {
+        "step_index": i,
+        "action": action,
+        "action_input": action_input,
+        "thought": thought,
+        "observation": observation,
+        "is_error": is_error,
+    }
 
 
 def test_v0_default_weights() -> None:
-    assert dict(DEFAULT_WEIGHTS) == {"streak": 0.35, "call_count": 0.15, "edit_revert": 0.15, "test_repeat": 0.15,
-                                     "diversity": 0.10, "hedge": 0.10}
+    assert dict(DEFAULT_WEIGHTS) == {
+        "streak": 0.35,
+        "call_count": 0.15,
+        "edit_revert": 0.15,
+        "test_repeat": 0.15,
+        "diversity": 0.10,
+        "hedge": 0.10,
+    }
 
 
 @pytest.mark.parametrize(("run", "score"), [(1, 0.0), (2, 0.4), (3, 0.6), (5, 1.0), (7, 1.0)])
@@ -197,13 +243,18 @@ def test_v0_call_count_fires_at_12() -> None:
 
 
 def test_v0_edit_revert_content_revert_and_edit_fail_edit() -> None:
-    revert = [step(0, "edit", "alpha beta gamma delta"), step(1, "edit", "zzzz yyyy xxxx wwww"),
-              step(2, "edit", "alpha beta gamma delta")]
+    revert = [
+        step(0, "edit", "alpha beta gamma delta"),
+        step(1, "edit", "zzzz yyyy xxxx wwww"),
+        step(2, "edit", "alpha beta gamma delta"),
+    ]
     assert v0_signals(revert)["edit_revert"] == 1.0
     cycle = []
     for i in range(2):
-        cycle += [step(4 * i, "edit", {"path": "a.py", "new": f"v{i}"}), step(4 * i + 1, "bash", "pytest",
-                  observation="Traceback: error", is_error=True)]
+        cycle += [
+            step(4 * i, "edit", {"path": "a.py", "new": f"v{i}"}),
+            step(4 * i + 1, "bash", "pytest", observation="Traceback: error", is_error=True),
+        ]
     cycle.append(step(9, "edit", {"path": "a.py", "new": "v3"}))
     assert v0_signals(cycle)["edit_revert"] == 1.0
     assert v0_signals([step(0, "edit", {"path": "a.py"}), step(1, "edit", {"path": "b.py"})])["edit_revert"] == 0.0
@@ -212,11 +263,13 @@ def test_v0_edit_revert_content_revert_and_edit_fail_edit() -> None:
 def test_v0_test_repeat_normalises_noise() -> None:
     a = "FAILED test_x - AssertionError at 0x7f3a2b at 2026-01-02 10:11:12 pid=4242 in /tmp/abc123/t.py"
     b = "FAILED test_x - AssertionError at 0x11aa at 2027-05-06 01:02:03 pid=99 in /tmp/zzz/t.py"
-    assert v0_signals([step(0, "pytest", "", observation=a), step(1, "pytest", "", observation=b)])[
-        "test_repeat"] == 1.0
+    assert (
+        v0_signals([step(0, "pytest", "", observation=a), step(1, "pytest", "", observation=b)])["test_repeat"] == 1.0
+    )
     c = "FAILED test_y - AssertionError: other"
-    assert v0_signals([step(0, "pytest", "", observation=a), step(1, "pytest", "", observation=c)])[
-        "test_repeat"] == 0.0
+    assert (
+        v0_signals([step(0, "pytest", "", observation=a), step(1, "pytest", "", observation=c)])["test_repeat"] == 0.0
+    )
 
 
 def test_v0_diversity() -> None:

@@ -106,3 +106,73 @@ def test_score_is_in_range_and_deterministic(text: str) -> None:
 def test_score_matches_the_formula_on_its_signals(words: list[str]) -> None:
     text = " ".join(words)
     assert score_step(text) == pytest.approx(expected(*score_signals(text)))
+
+
+def _reference_hits(words: list[str]) -> tuple[int, int]:
+    """A plain left-to-right transcription of the lexicon rules, to check the optimised counter against."""
+    from rb_otel.steering import scoring
+
+    hedge = error = 0
+    i = 0
+    while i < len(words):
+        matched = False
+        for terms, kind in ((scoring.ERROR_TERMS, "e"), (scoring.HEDGE_TERMS, "h")):
+            for term in sorted((t.split() for t in terms if len(t.split()) > 1), key=len, reverse=True):
+                if words[i : i + len(term)] == term:
+                    hedge, error = (hedge + 1, error) if kind == "h" else (hedge, error + 1)
+                    i += len(term)
+                    matched = True
+                    break
+            if matched:
+                break
+        if matched:
+            continue
+        w = words[i]
+        if w in HEDGE_TERMS:
+            hedge += 1
+        elif w in ERROR_TERMS or w.endswith(("error", "errors", "exception", "exceptions")):
+            error += 1
+        i += 1
+    return hedge, error
+
+
+VOCAB = [
+    "not",
+    "sure",
+    "maybe",
+    "or",
+    "i",
+    "guess",
+    "think",
+    "try",
+    "again",
+    "let",
+    "me",
+    "timed",
+    "out",
+    "stack",
+    "trace",
+    "keyerror",
+    "error",
+    "the",
+    "could",
+    "be",
+    "on",
+    "second",
+    "thought",
+    "does",
+    "work",
+    "found",
+    "exit",
+    "code",
+    "hmm",
+    "fine",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(VOCAB), max_size=60))
+def test_optimised_counter_matches_the_reference(words: list[str]) -> None:
+    from rb_otel.steering.scoring import _count_hits
+
+    assert _count_hits(words, " ".join(words)) == _reference_hits(words)

@@ -82,7 +82,7 @@ def test_e3_runs_once_and_e1_e2_once_each() -> None:
     s = make()
     log = drive(s, [None] + [HARD] * 12)
     sources = [src for e in log for src in e.injection_sources]
-    assert sources.count("E3Injection") == len([src for src in log[0].injection_sources])
+    assert sources.count("E3Injection") == len(list(log[0].injection_sources))
     assert all("E3Injection" not in e.injection_sources for e in log[1:])
     injections = s.injections
     assert [getattr(i, "calls", None) for i in injections[1:]] == [1, 1, 1]
@@ -137,8 +137,11 @@ def test_injection_order_and_rendering_for_the_routed_model() -> None:
 
 
 def test_compose_system_prompt() -> None:
-    d = StepDecision(state=FSMState.NORMAL, entry=StepLogEntry(step=0, fsm_state="NORMAL", thought_preview=""),
-                     rendered_injection_text="do X")
+    d = StepDecision(
+        state=FSMState.NORMAL,
+        entry=StepLogEntry(step=0, fsm_state="NORMAL", thought_preview=""),
+        rendered_injection_text="do X",
+    )
     assert d.compose_system_prompt("Base") == "Base\n\n[REASONBLOCKS]\ndo X"
     assert d.compose_system_prompt(None) == "[REASONBLOCKS]\ndo X"
     quiet = StepDecision(state=FSMState.NORMAL, entry=d.entry)
@@ -156,8 +159,7 @@ def test_lifecycle_is_idempotent_and_emits_in_order() -> None:
     s.finish(outcome_status="failure")
     s.close()
     s.close()
-    assert rec.events == [("run_start", "r1"), ("step", 0), ("run_finish", "success"), ("close", 5.0),
-                          ("close", 5.0)]
+    assert rec.events == [("run_start", "r1"), ("step", 0), ("run_finish", "success"), ("close", 5.0), ("close", 5.0)]
 
 
 def test_context_manager_outcomes() -> None:
@@ -261,8 +263,12 @@ def test_custom_injection_and_failing_injection() -> None:
 
 
 def test_token_budget_is_tracked_not_enforced() -> None:
-    s = SteeringSession(score_fn=ReasonBlocks.score_step, fsm=DifficultyFSM(), injections=[],
-                        state_manager=TraceStateManager(token_budget=10))
+    s = SteeringSession(
+        score_fn=ReasonBlocks.score_step,
+        fsm=DifficultyFSM(),
+        injections=[],
+        state_manager=TraceStateManager(token_budget=10),
+    )
     drive(s, [None, HARD, HARD])
     assert s.state_manager.get_budget_used() == pytest.approx(2.1)
     assert TraceStateManager().get_budget_used() is None

@@ -10,8 +10,19 @@ from hypothesis import strategies as st
 
 from rb_otel import ETrace, FSMState, StepLogEntry
 
-ALWAYS = {"step", "timestamp", "fsm_state", "injections", "injection_sources", "intervention_texts",
-          "monitors_fired", "thought_preview", "tool_calls", "tokens", "latency_ms"}
+ALWAYS = {
+    "step",
+    "timestamp",
+    "fsm_state",
+    "injections",
+    "injection_sources",
+    "intervention_texts",
+    "monitors_fired",
+    "thought_preview",
+    "tool_calls",
+    "tokens",
+    "latency_ms",
+}
 
 
 def test_as_dict_omits_empty_optional_fields_and_keeps_the_rest() -> None:
@@ -21,8 +32,16 @@ def test_as_dict_omits_empty_optional_fields_and_keeps_the_rest() -> None:
 
 
 def test_as_dict_rounds_and_includes_optional_fields_when_set() -> None:
-    e = StepLogEntry(step=3, fsm_state="SLOW", thought_preview="t", difficulty=0.123456, model_id="a:b",
-                     skipped_reason="r", failure_type="semantic_loop", latency_ms=12.345)
+    e = StepLogEntry(
+        step=3,
+        fsm_state="SLOW",
+        thought_preview="t",
+        difficulty=0.123456,
+        model_id="a:b",
+        skipped_reason="r",
+        failure_type="semantic_loop",
+        latency_ms=12.345,
+    )
     d = e.as_dict()
     assert d["difficulty"] == 0.1235 and d["latency_ms"] == 12.3
     assert d["model_id"] == "a:b" and d["skipped_reason"] == "r" and d["failure_type"] == "semantic_loop"
@@ -61,9 +80,14 @@ def test_from_dict_inverts_as_dict(entry: StepLogEntry) -> None:
     assert back.as_dict() == entry.as_dict()
 
 
-@pytest.mark.parametrize(("data", "message"), [({"fsm_state": "INIT"}, "missing the field 'step'"),
-                                               ({"step": "x", "fsm_state": "INIT"}, "integer"),
-                                               ({"step": 1, "fsm_state": "WARP"}, "bad step log entry")])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"fsm_state": "INIT"}, "missing the field 'step'"),
+        ({"step": "x", "fsm_state": "INIT"}, "integer"),
+        ({"step": 1, "fsm_state": "WARP"}, "bad step log entry"),
+    ],
+)
 def test_from_dict_errors_are_clear(data: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         StepLogEntry.from_dict(data)

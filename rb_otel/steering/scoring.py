@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 import re
 
+from rb_otel.steering.text import tokens
+
 __all__ = ["ERROR_TERMS", "HEDGE_TERMS", "score_signals", "score_step"]
 
 HEDGE_TERMS: tuple[str, ...] = (
@@ -107,7 +109,6 @@ _SLOPE = 6.0
 _EMPTY_SCORE = 0.5
 
 
-_PUNCT = "\"'`.,;:!?()[]{}<>*"
 _ERROR_SUFFIXES = ("error", "errors", "exception", "exceptions")
 _DOTTED = re.compile(r"[a-z_][\w-]*(?:\.\w+)+")
 _QUOTED = re.compile(r"\"[^\"\n]{1,200}\"|(?<!\w)'[^'\n]{1,200}'(?!\w)|`[^`\n]{1,200}`")
@@ -137,41 +138,44 @@ def _lexicon() -> dict[str, int | list[tuple[tuple[str, ...], int]]]:
 _LEXICON = _lexicon()
 
 
-def _words(lowered: str) -> list[str]:
-    return [w for w in (t.strip(_PUNCT) for t in lowered.split()) if w]
+def _count_hits(words: list[str], lowered: str) -> tuple[int, int]:
+    """Lexicon hits ``(hedge, error)``, scanning left to right; a matched phrase's words are not counted again.
 
-
-def _count_hits(words: list[str]) -> tuple[int, int]:
-    """Lexicon hits ``(hedge, error)``; a phrase counts once and its words are not counted again."""
-    counts = [0, 0, 0]
-    i, n = 0, len(words)
+    Only candidate positions are visited (a set lookup per word, in a comprehension), which keeps the common
+    case, a thought with few lexicon words, cheap.
+    """
     lexicon = _LEXICON
-    while i < n:
-        word = words[i]
-        entry = lexicon.get(word)
-        i += 1
-        if entry is None:
-            if word.endswith(_ERROR_SUFFIXES):
-                counts[_ERROR] += 1
+    if "error" in lowered or "exception" in lowered:
+        candidates = [i for i, w in enumerate(words) if w in lexicon or w.endswith(_ERROR_SUFFIXES)]
+    else:
+        candidates = [i for i, w in enumerate(words) if w in lexicon]
+    counts = [0, 0, 0]
+    consumed = 0
+    for i in candidates:
+        if i < consumed:
+            continue
+        entry = lexicon.get(words[i])
+        if entry is None:  # an error class name such as "keyerror"
+            counts[_ERROR] += 1
         elif isinstance(entry, int):
             counts[entry] += 1
         else:
             for phrase, kind in entry:
-                end = i - 1 + len(phrase)
-                if tuple(words[i - 1 : end]) == phrase:
+                end = i + len(phrase)
+                if tuple(words[i:end]) == phrase:
                     counts[kind] += 1
-                    i = end
+                    consumed = end
                     break
     return counts[_HEDGE], counts[_ERROR]
 
 
 def _count_entities(words: list[str], lowered: str) -> int:
     count = 0
-    for word in words:
+    for word in [w for w in words if "/" in w or "." in w]:
         if "/" in word:
             if len(word) > 1:
                 count += 1
-        elif "." in word and _DOTTED.fullmatch(word):
+        elif _DOTTED.fullmatch(word):
             count += 1
     if '"' in lowered or "'" in lowered or "`" in lowered:
         count += len(_QUOTED.findall(lowered))
@@ -180,9 +184,8 @@ def _count_entities(words: list[str], lowered: str) -> int:
 
 def score_signals(text: str) -> tuple[float, float, float, float]:
     """Return the normalised signals ``(hedge, length, error, entities)``, each in [0, 1]."""
-    lowered = text.lower()
-    words = _words(lowered)
-    hedge_hits, error_hits = _count_hits(words)
+    lowered, words = tokens(text)
+    hedge_hits, error_hits = _count_hits(words, lowered)
     per_word = _DENSITY_SCALE / max(len(words), 1)
     hedge = min(hedge_hits * per_word, 1.0)
     error = min(error_hits * per_word, 1.0)

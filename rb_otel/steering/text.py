@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-__all__ = ["content_words", "jaccard", "stem"]
+__all__ = ["Tokens", "content_words", "jaccard", "stem", "tokens"]
 
 _WORD = re.compile(r"[a-z0-9_]+")
 #: Monitors read at most this much of one text, so a 10 MB thought costs the same as a long one.
@@ -42,11 +43,56 @@ def stem(word: str) -> str:
     return result
 
 
+#: Punctuation stripped from both ends of a whitespace-separated token.
+PUNCTUATION = "\"'`.,;:!?()[]{}<>*"
+
+
+class Tokens(NamedTuple):
+    """A text lower-cased, and its whitespace-separated words with surrounding punctuation stripped."""
+
+    lowered: str
+    words: list[str]
+
+
+class _LastTokens:
+    # The scorer and the monitors read the same thought one after the other: tokenise it once. Keyed by the
+    # identity of the string, so a hit is exact; a plain attribute swap is atomic under the GIL.
+    __slots__ = ("text", "tokens")
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.tokens = Tokens("", [])
+
+
+_LAST = _LastTokens()
+
+
+def tokens(text: str) -> Tokens:
+    """Tokenise ``text`` (cached for the most recent string object)."""
+    last = _LAST
+    if last.text is text:
+        return last.tokens
+    lowered = text.lower()
+    result = Tokens(lowered, [w for w in (t.strip(PUNCTUATION) for t in lowered.split()) if w])
+    last.tokens, last.text = result, text
+    return result
+
+
 def content_words(text: str) -> frozenset[str]:
-    """Stemmed, lower-cased words of at least 3 characters that are not stop words."""
-    return frozenset(
-        [stem(w) for w in _WORD.findall(text[:MAX_TEXT_CHARS].lower()) if len(w) >= 3 and w not in STOPWORDS]
-    )
+    """Stemmed, lower-cased words of at least 3 characters that are not stop words.
+
+    Tokens with inner punctuation (``src/auth.py``) are split into their alphanumeric runs.
+    """
+    words = tokens(text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS]).words
+    out: set[str] = set()
+    stems = _STEMS
+    for word in set(words) - STOPWORDS:  # unique words only: set operations run at C speed
+        if word.isalnum():
+            if len(word) >= 3:
+                out.add(stems.get(word) or stem(word))
+        else:
+            out.update(stem(w) for w in _WORD.findall(word) if len(w) >= 3 and w not in STOPWORDS)
+    return frozenset(out)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

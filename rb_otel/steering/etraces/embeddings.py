@@ -38,7 +38,7 @@ class HashingEmbeddings:
     Texts with no words embed to the zero vector. Deterministic across processes (CRC-32, not ``hash()``).
     """
 
-    def __init__(self, dimensions: int = 512) -> None:
+    def __init__(self, dimensions: int = 256) -> None:
         if dimensions < 16:
             raise ValueError(f"dimensions must be at least 16, got {dimensions}")
         self.dimensions = dimensions

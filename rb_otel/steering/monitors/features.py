@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rb_otel.steering.text import MAX_TEXT_CHARS, content_words
+from rb_otel.steering.text import MAX_TEXT_CHARS, content_words, tokens
 from rb_otel.types import StepRecord
 
 __all__ = ["EDIT_TOOLS", "FeatureCache", "StepFeatures"]
@@ -28,35 +28,17 @@ _TEST_INPUT = re.compile(r"\b(?:pytest|unittest|tox|nox|npm (?:run )?test|cargo 
 _TEST_KEYS = ("pytest", "unittest", "tox", "nox", "test", "jest")
 # Substrings, not words: "KeyError" and "errors" count too. Cheap on long observations.
 _ERROR_KEYS = ("error", "exception", "traceback", "failed", "failure", "fatal")
-_DONE_KEYS = ("done", "fix", "complete", "finish", "resolve", "should", "final answer", "submit", "all set")
-_RECAP_KEYS = (
-    "summar",
-    "recap",
-    "step back",
-    "going back",
-    "read",
-    "again",
-    "start over",
-    "as i said",
-    "as mentioned",
-    "reiterate",
-    "derive",
-    "think",
+# Word gates: a phrase regex below runs only on thoughts holding one of its words (a C-speed set test).
+_DONE_GATE = frozenset("done fixed complete completed finished resolved should final submit submitting all".split())
+_RECAP_GATE = frozenset(
+    "summarize summarise summary recap step back re-read reread again over said mentioned reiterate re-derive "
+    "rederive rethink re-think".split()
 )
-_SWITCH_KEYS = ("instead", "switching", "moving on", "approach", "change of plan")
-_RETRACTION_KEYS = (
-    "wrong",
-    "mind",
-    "disregard",
-    "scratch",
-    "actually",
-    "incorrect",
-    "misread",
-    "mistake",
-    "contrary",
-    "not the cause",
+_SWITCH_GATE = frozenset("instead switching moving approach plan".split())
+_RETRACTION_GATE = frozenset(
+    "wrong mind nevermind disregard scratch actually incorrect misread mistake contrary cause right".split()
 )
-_CLAIM_KEYS = (" is ", " are ", " was ", " were ", "n't ")
+_CLAIM_GATE = frozenset("is are was were isn't aren't wasn't weren't".split())
 _DONE = re.compile(
     r"\b(?:done|fixed|complete[d]?|finished|resolved|should (?:now )?work|final answer|task is complete|"
     r"submit(?:ting)?|all set)\b"
@@ -95,11 +77,7 @@ def _has_any(text: str, keys: tuple[str, ...]) -> bool:
 
 
 def _claims(thought: str) -> frozenset[tuple[str, str, bool]]:
-    if not _has_any(thought, _CLAIM_KEYS):
-        return frozenset()
-    return frozenset(
-        (subj.rstrip("."), pred.rstrip("."), bool(neg)) for subj, neg, pred in _CLAIM.findall(thought)
-    )
+    return frozenset((subj.rstrip("."), pred.rstrip("."), bool(neg)) for subj, neg, pred in _CLAIM.findall(thought))
 
 
 def _paths(text: str) -> frozenset[str]:
@@ -129,17 +107,19 @@ def _compute(record: StepRecord) -> StepFeatures:
     action = (record.action or "").strip().lower()
     action_input = (record.action_input or "")[:MAX_TEXT_CHARS].lower()
     observation = (record.observation or "")[:MAX_TEXT_CHARS].lower()
-    thought = record.thought[:MAX_TEXT_CHARS].lower()
+    text = record.thought if len(record.thought) <= MAX_TEXT_CHARS else record.thought[:MAX_TEXT_CHARS]
+    thought, words = tokens(text)  # usually already tokenised by the scorer
+    present = frozenset(words)
     return StepFeatures(
         action=action,
-        thought_words=content_words(record.thought),
+        thought_words=content_words(text),
         input_words=content_words(_input_text(action_input)),
         paths=_paths(action_input),
-        declares_done=_has_any(thought, _DONE_KEYS) and bool(_DONE.search(thought)),
-        recaps=_has_any(thought, _RECAP_KEYS) and bool(_RECAP.search(thought)),
-        announces_switch=_has_any(thought, _SWITCH_KEYS) and bool(_ANNOUNCED_SWITCH.search(thought)),
-        retractions=len(_RETRACTION.findall(thought)) if _has_any(thought, _RETRACTION_KEYS) else 0,
-        claims=_claims(thought),
+        declares_done=not present.isdisjoint(_DONE_GATE) and bool(_DONE.search(thought)),
+        recaps=not present.isdisjoint(_RECAP_GATE) and bool(_RECAP.search(thought)),
+        announces_switch=not present.isdisjoint(_SWITCH_GATE) and bool(_ANNOUNCED_SWITCH.search(thought)),
+        retractions=len(_RETRACTION.findall(thought)) if not present.isdisjoint(_RETRACTION_GATE) else 0,
+        claims=_claims(thought) if not present.isdisjoint(_CLAIM_GATE) else frozenset(),
         is_edit=action in EDIT_TOOLS,
         is_test=action in TEST_TOOLS or (_has_any(action_input, _TEST_KEYS) and bool(_TEST_INPUT.search(action_input))),
         is_read=action in READ_TOOLS,

@@ -18,7 +18,7 @@ _log = logging.getLogger("rb_otel.steering.monitors")
 
 DEFAULT_FIRE_THRESHOLD = 0.6
 #: The local monitors read at most this many trailing steps, so evaluation cost does not grow with the run.
-DEFAULT_WINDOW = 40
+DEFAULT_WINDOW = 24
 
 INTERVENTION_TEXTS: Mapping[str, str] = {
     "claim_contradiction": (

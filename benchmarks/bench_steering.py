@@ -1,0 +1,86 @@
+"""Cost of the steering core per step: ``begin_step`` + ``end_step`` with ``create_injections()``.
+
+Embedded monitors and E-traces on, realistic thoughts; reported as median/p90 microseconds per step at run
+lengths 10, 100, 1,000 and 10,000 (the cost must not grow with run length). Numbers, not assertions.
+
+    python benchmarks/bench_steering.py [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from _thoughts import thoughts
+
+from rb_otel import DifficultyFSM, ReasonBlocks, SteeringSession, TraceStateManager, create_injections
+from rb_otel.steering.etraces import InMemoryPatternStore, Pattern, RetrievalQuery
+
+
+def run_steps(n: int, corpus: list[tuple[str, str, str]]) -> list[float]:
+    session = SteeringSession(
+        score_fn=ReasonBlocks.score_step,
+        fsm=DifficultyFSM(),
+        state_manager=TraceStateManager(),
+        injections=create_injections(),
+        run_metadata={"task": "fix the pixel data bug"},
+    )
+    timings = []
+    for i in range(n):
+        thought, action, action_input = corpus[i % len(corpus)]
+        started = time.perf_counter()
+        decision = session.begin_step(
+            thought=None if i == 0 else f"{thought} [{i}]",
+            action=action,
+            action_input=f"{action_input} {i % 13}",
+            observation="ok",
+        )
+        session.end_step(decision, tokens=500, tool_calls=[action])
+        timings.append((time.perf_counter() - started) * 1e6)
+    return timings
+
+
+def store_query_us(patterns: int = 1000, queries: int = 2000) -> float:
+    corpus = thoughts()
+    store = InMemoryPatternStore(
+        Pattern("e1", {"guidance": f"{t} lesson {i}"}, f"p{i}")
+        for i, (t, _, _) in enumerate(corpus * (patterns // len(corpus) + 1))
+    )
+    query = RetrievalQuery(tier="e1", context=corpus[0][0], top_k=1)
+    store.retrieve(query)  # build the index
+    started = time.perf_counter()
+    for _ in range(queries):
+        store.retrieve(query)
+    return (time.perf_counter() - started) / queries * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    corpus = thoughts()
+    run_steps(200, corpus)  # warm-up: caches, regexes, the default store
+    results: dict[str, dict[str, float]] = {}
+    print(f"{'steps':>7} {'median us':>10} {'p90 us':>9} {'last-10% median us':>19}")
+    for n in (10, 100, 1000, 10000):
+        t = run_steps(n, corpus)
+        tail = t[-max(n // 10, 1) :]
+        row = {
+            "median_us": statistics.median(t),
+            "p90_us": statistics.quantiles(t, n=10)[-1] if n >= 10 else max(t),
+            "tail_median_us": statistics.median(tail),
+        }
+        results[str(n)] = row
+        print(f"{n:>7} {row['median_us']:>10.1f} {row['p90_us']:>9.1f} {row['tail_median_us']:>19.1f}")
+    q = store_query_us()
+    results["store_query_1000_patterns"] = {"mean_us": q}
+    print(f"embedded store, 1,000 patterns: {q:.1f} us per query")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""The demo end to end (real agents, real pipeline), provider setup from OTEL_* variables, package hygiene."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import Otel
+
+from rb_otel.cli import main
+from rb_otel.demo.runner import DemoOptions, run_demo
+from rb_otel.telemetry.otlp_json import read_spans
+from rb_otel.telemetry.setup import Providers, configure
+
+
+def test_demo_reaches_every_state_and_exports_real_pipeline_output(otel: Otel, tmp_path: Path) -> None:
+    providers = Providers(otel.tracer_provider, otel.meter_provider)
+    out = io.StringIO()
+    results = run_demo(DemoOptions(out_dir=tmp_path, providers=providers), stream=out)
+    by_name = {r.name: r for r in results}
+    states = {name: {e.fsm_state for e in r.steps} for name, r in by_name.items()}
+    assert "FAST" in states["easy"]
+    assert "SLOW" in states["struggling"] and "SKIP" not in states["struggling"]
+    assert "SKIP" in states["stalled"] and len(by_name["stalled"].steps) >= 40
+    assert by_name["tool-error"].outcome == "failure: ConnectionError"
+    struggling = by_name["struggling"].steps
+    assert any(e.model_id == "scripted:strong-1" for e in struggling if e.fsm_state == "SLOW")
+    assert any("MonitorSteeringInjection" in e.injection_sources for e in struggling)
+    sources = {s for r in results for e in r.steps for s in e.injection_sources}
+    assert {"E1Injection", "E2Injection", "E3Injection", "MonitorSteeringInjection"} <= sources
+    # what was printed and exported comes from those same runs
+    text = out.getvalue()
+    for r in results:
+        assert r.run_id in text
+    run_spans = {dict(s.attributes or {})["rb.run_id"]: s for s in otel.spans("invoke_agent")}
+    assert set(run_spans) == {r.run_id for r in results}
+    assert dict(run_spans[by_name["stalled"].run_id].attributes or {})["rb.max_state"] == "SKIP"
+    report = (tmp_path / "report.html").read_text()
+    assert report.count("<svg") == 4 and by_name["stalled"].run_id in report
+
+
+def test_demo_cli_writes_otlp_json_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["demo", "--out", str(tmp_path), "--scenario", "easy", "--quiet"]) == 0
+    spans = read_spans(tmp_path / "traces.jsonl")
+    names = [s["name"] for s in spans]
+    assert "invoke_agent demo-easy" in names and sum(n.startswith("chat ") for n in names) == 10
+    root = next(s for s in spans if s["name"].startswith("invoke_agent"))
+    assert len(root["traceId"]) == 32 and len(root["spanId"]) == 16
+    chat = next(s for s in spans if s["name"].startswith("chat "))
+    assert chat["parentSpanId"] == root["spanId"]
+    metrics_lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    metric_names = {
+        m["name"]
+        for line in metrics_lines
+        for rm in json.loads(line)["resourceMetrics"]
+        for sm in rm["scopeMetrics"]
+        for m in sm["metrics"]
+    }
+    assert {"rb.steps", "rb.runs", "rb.fsm.transitions", "gen_ai.client.token.usage"} <= metric_names
+
+
+def test_demo_rejects_unknown_scenarios(tmp_path: Path) -> None:
+    assert main(["demo", "--out", str(tmp_path), "--scenario", "nope", "--quiet"]) == 2
+
+
+def test_configure_none_exports_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    providers = configure()
+    assert providers.descriptions == []
+    providers.shutdown()
+
+
+def test_configure_warns_on_invalid_exporter(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin-ish")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    providers = configure(traces_file=tmp_path / "t.jsonl")
+    assert any("zipkin-ish" in r.getMessage() for r in caplog.records)
+    assert providers.descriptions[0].endswith("t.jsonl")
+    providers.shutdown()
+
+
+def test_service_name_from_environment_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "checkout-agent")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    providers = configure(service_name="ignored")
+    assert providers.tracer_provider.resource.attributes["service.name"] == "checkout-agent"
+    providers.shutdown()
+
+
+def test_prometheus_pull_endpoint_on_loopback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "prometheus")
+    monkeypatch.setenv("OTEL_EXPORTER_PROMETHEUS_PORT", "0")
+    providers = configure()
+    assert providers.prometheus_port
+    from rb_otel import ReasonBlocks
+
+    rb = ReasonBlocks(tracer_provider=providers.tracer_provider, meter_provider=providers.meter_provider)
+    rb.middleware(agent_name="prom")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{providers.prometheus_port}/metrics", timeout=5).read()
+    assert b'rb_runs_skip_total{gen_ai_agent_name="prom"' in body
+    providers.shutdown()
+
+
+def _python(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+
+
+def test_import_installs_no_provider_and_stays_light() -> None:
+    out = _python(
+        "import sys, rb_otel\n"
+        "from opentelemetry import trace, metrics\n"
+        "print(type(trace.get_tracer_provider()).__name__, type(metrics.get_meter_provider()).__name__)\n"
+        "print('langchain' in sys.modules, 'opentelemetry.sdk' in sys.modules)\n"
+    )
+    assert out.split() == ["ProxyTracerProvider", "_ProxyMeterProvider", "False", "False"]
+
+
+def test_steering_core_imports_neither_langchain_nor_opentelemetry() -> None:
+    out = _python(
+        "import sys\n"
+        "from rb_otel import SteeringSession, create_injections, DifficultyFSM, TraceStateManager, score_step\n"
+        "import rb_otel.steering, rb_otel.steering.monitors, rb_otel.steering.etraces\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core', 'langgraph',"
+        " 'opentelemetry'}))\n"
+    )
+    assert out.strip() == "[]"
+    src = Path(__file__).parents[1] / "rb_otel" / "steering"
+    for path in src.rglob("*.py"):
+        for line in path.read_text().splitlines():
+            assert not line.startswith(
+                ("import langchain", "from langchain", "import opentelemetry", "from opentelemetry")
+            ), f"{path}: {line}"

@@ -1,0 +1,482 @@
+"""ReasonBlocksMiddleware on real create_agent agents with a scripted model and in-memory OpenTelemetry."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from conftest import Otel, add, calc_script, explode
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
+from langgraph.types import Command, interrupt
+from opentelemetry.trace import SpanKind, StatusCode
+
+from rb_otel import DifficultyFSM, ReasonBlocks, SteeringSession, TraceStateManager
+from rb_otel.testing import ScriptedChatModel, tool_call
+
+HARD = "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with KeyError again."
+
+
+def agent_for(rb: ReasonBlocks, model: ScriptedChatModel, tools: list[Any] | None = None, **mw_kw: Any):
+    mw = rb.middleware(**{"agent_name": "calc", **mw_kw})
+    return create_agent(model, tools or [add], middleware=[mw], system_prompt="You are a calculator."), mw
+
+
+def check_tree(otel: Otel, *, runs: int = 1, chats: int = 5, tools: int = 4) -> None:
+    roots = otel.spans("invoke_agent")
+    assert len(roots) == runs
+    for root in roots:
+        assert root.kind is SpanKind.INTERNAL and root.name == "invoke_agent calc"
+        children = [
+            s for s in otel.exporter.get_finished_spans() if s.parent and s.parent.span_id == root.context.span_id
+        ]
+        assert sum(s.name.startswith("chat ") for s in children) == chats
+        assert sum(s.name.startswith("execute_tool ") for s in children) == tools
+        assert all(s.context.trace_id == root.context.trace_id for s in children)
+        assert all(s.kind is SpanKind.CLIENT for s in children if s.name.startswith("chat "))
+
+
+def test_invoke_span_tree_attributes_and_step_log(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(
+        rb,
+        ScriptedChatModel(script=calc_script()),
+        task="add",
+        org_id="acme",
+        metadata={"team": "core", "agent_name": "dropped", "nested": {"x": 1}},
+    )
+    out = agent.invoke({"messages": [("user", "what is 1+2?")]})
+    check_tree(otel)
+    root = otel.spans("invoke_agent")[0]
+    attrs = dict(root.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "invoke_agent" and attrs["rb.run_id"] == out["rb_run_id"]
+    assert attrs["rb.framework"] == "langchain" and attrs["rb.task_profile"] == "coding"
+    assert attrs["rb.org_id"] == "acme" and "rb.project_id" not in attrs
+    assert attrs["rb.metadata.team"] == "core" and "rb.metadata.agent_name" not in attrs
+    assert "rb.metadata.nested" not in attrs
+    assert attrs["rb.outcome"] == "success" and attrs["rb.steps"] == 5
+    assert attrs["rb.tokens"] == sum(e.tokens for e in mw.step_log)
+    assert attrs["gen_ai.usage.input_tokens"] + attrs["gen_ai.usage.output_tokens"] == attrs["rb.tokens"]
+    assert root.status.status_code is StatusCode.UNSET
+    # the step log: in the returned state, on the middleware, and by run id
+    assert out["rb_step_log"] == [e.as_dict() for e in mw.step_log]
+    assert mw.step_log_for(out["rb_run_id"]) == mw.step_log
+    assert [e.step for e in mw.step_log] == [0, 1, 2, 3, 4]
+    chats = sorted(otel.spans("chat "), key=lambda s: s.attributes["rb.step"])
+    for span, entry in zip(chats, mw.step_log, strict=True):
+        a = dict(span.attributes or {})
+        assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.request.model"] == "scripted-1"
+        assert a["gen_ai.provider.name"] == "scripted" and a["gen_ai.response.model"] == "scripted-1"
+        assert a["rb.fsm_state"] == entry.fsm_state and a["rb.tokens"] == entry.tokens
+        assert a["rb.difficulty"] == entry.difficulty if entry.difficulty is not None else "rb.difficulty" not in a
+        assert list(a["rb.tool_calls"]) == entry.tool_calls
+        assert list(a["rb.injection_sources"]) == entry.injection_sources
+        assert a["rb.latency_ms"] == entry.latency_ms and a["rb.steering.duration_ms"] >= 0
+        assert a["gen_ai.usage.input_tokens"] + a["gen_ai.usage.output_tokens"] == entry.tokens
+    tool_span = otel.spans("execute_tool")[0]
+    t = dict(tool_span.attributes or {})
+    assert t["gen_ai.tool.name"] == "add" and t["gen_ai.tool.type"] == "function" and t["gen_ai.tool.call.id"]
+
+
+def test_run_span_is_child_of_the_callers_span(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, _ = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    tracer = otel.tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("caller") as caller:
+        agent.invoke({"messages": [("user", "x")]})
+    root = otel.spans("invoke_agent")[0]
+    assert root.parent is not None and root.parent.span_id == caller.get_span_context().span_id
+
+
+@pytest.mark.parametrize("mode", ["updates", "values", "messages", ("messages", "updates")])
+def test_stream_modes(otel: Otel, mode: Any) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    chunks = list(agent.stream({"messages": [("user", "x")]}, stream_mode=mode))
+    assert chunks
+    check_tree(otel)
+    assert len(mw.step_log) == 5 and mw.active_runs == 0
+
+
+async def test_ainvoke_and_astream(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    out = await agent.ainvoke({"messages": [("user", "x")]})
+    assert len(out["rb_step_log"]) == 5
+    async for _ in agent.astream({"messages": [("user", "x")]}, stream_mode="messages"):
+        pass
+    check_tree(otel, runs=2)
+    assert mw.active_runs == 0
+
+
+def test_concurrent_threads_and_tasks_are_isolated(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    model = ScriptedChatModel(script=calc_script(), sleep_s=0.005)
+    agent, mw = agent_for(rb, model)
+    outputs: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        out = agent.invoke({"messages": [("user", "x")]})
+        with lock:
+            outputs.append(out)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    async def tasks() -> list[dict[str, Any]]:
+        return await asyncio.gather(*(agent.ainvoke({"messages": [("user", "x")]}) for _ in range(8)))
+
+    outputs += asyncio.run(tasks())
+    assert len({o["rb_run_id"] for o in outputs}) == 16
+    for o in outputs:
+        assert [e["step"] for e in o["rb_step_log"]] == [0, 1, 2, 3, 4]
+    check_tree(otel, runs=16)
+    run_ids = {dict(s.attributes or {})["rb.run_id"] for s in otel.spans("invoke_agent")}
+    assert run_ids == {o["rb_run_id"] for o in outputs}
+    assert mw.active_runs == 0
+    assert otel.metric_sum("rb.runs.active") == 0
+
+
+def outcome(otel: Otel) -> tuple[str, StatusCode, Any]:
+    root = otel.spans("invoke_agent")[-1]
+    a = dict(root.attributes or {})
+    return a["rb.outcome"], root.status.status_code, a.get("error.type")
+
+
+def assert_nothing_open(otel: Otel, mw: Any) -> None:
+    assert mw.active_runs == 0
+    assert otel.metric_sum("rb.runs.active") == 0
+
+
+def test_model_exception_propagates_and_closes_the_run(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script(), raise_on_call=2))
+    with pytest.raises(RuntimeError, match="scripted model failure"):
+        agent.invoke({"messages": [("user", "x")]})
+    assert outcome(otel) == ("failure: RuntimeError", StatusCode.ERROR, "RuntimeError")
+    failed = [s for s in otel.spans("chat ") if s.status.status_code is StatusCode.ERROR]
+    assert len(failed) == 1 and dict(failed[0].attributes or {})["error.type"] == "RuntimeError"
+    assert len(mw.step_log) == 2
+    assert_nothing_open(otel, mw)
+    assert otel.metric_sum("rb.runs", rb__outcome="failure") == 1
+
+
+def test_tool_exception_propagates_and_closes_the_run(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    script = [tool_call("explode", {"a": 1}, "c1"), AIMessage("done")]
+    agent, mw = agent_for(rb, ScriptedChatModel(script=script), tools=[explode])
+    with pytest.raises(ValueError, match="tool failure"):
+        agent.invoke({"messages": [("user", "x")]})
+    assert outcome(otel) == ("failure: ValueError", StatusCode.ERROR, "ValueError")
+    tool_span = otel.spans("execute_tool")[0]
+    assert tool_span.status.status_code is StatusCode.ERROR
+    assert_nothing_open(otel, mw)
+
+
+def test_graph_recursion_error_closes_the_run(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=[tool_call("add", {"a": 1, "b": 2}, "c")]))
+    with pytest.raises(GraphRecursionError):
+        agent.invoke({"messages": [("user", "x")]}, {"recursion_limit": 6})
+    assert outcome(otel)[0] == "failure: GraphRecursionError"
+    assert_nothing_open(otel, mw)
+
+
+def test_cancellation_closes_the_run(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script(), sleep_s=0.3))
+
+    async def main() -> None:
+        task = asyncio.create_task(agent.ainvoke({"messages": [("user", "x")]}))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        await task
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(main())
+    assert outcome(otel)[0] == "failure: CancelledError"
+    assert all(s.end_time is not None for s in otel.exporter.get_finished_spans())
+    assert_nothing_open(otel, mw)
+
+
+def test_abandoned_stream_closes_the_run(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    stream = agent.stream({"messages": [("user", "x")]})
+    next(stream)
+    stream.close()
+    assert otel.spans("invoke_agent")
+    assert_nothing_open(otel, mw)
+
+
+@tool
+def ask_human(question: str) -> str:
+    """Ask a human."""
+    return str(interrupt(question))
+
+
+def test_interrupt_is_not_an_error_and_resume_continues_the_run(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    script = [tool_call("ask_human", {"question": "ok?"}, "q1", content="Asking."), AIMessage("Thanks, done.")]
+    mw = rb.middleware(agent_name="calc")
+    agent = create_agent(ScriptedChatModel(script=script), [ask_human], middleware=[mw], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}}
+    out = agent.invoke({"messages": [("user", "x")]}, config)
+    assert "__interrupt__" in out
+    assert outcome(otel) == ("interrupted", StatusCode.UNSET, None)
+    first_root = otel.spans("invoke_agent")[0]
+    assert dict(first_root.attributes or {})["gen_ai.conversation.id"] == "t1"
+    agent.invoke(Command(resume="yes"), config)
+    roots = otel.spans("invoke_agent")
+    assert len(roots) == 2 and outcome(otel)[0] == "success"
+    assert dict(roots[1].attributes or {})["rb.run_id"] == dict(first_root.attributes or {})["rb.run_id"]
+    steps = [e.step for e in mw.step_log]
+    assert steps == sorted(steps) and steps[-1] == len(steps) - 1  # the resumed run kept counting
+    assert_nothing_open(otel, mw)
+
+
+def test_context_manager_defers_finish_for_mark_failure(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    with mw:
+        agent.invoke({"messages": [("user", "x")]})
+        assert otel.spans("invoke_agent") == []  # deferred to __exit__
+        mw.mark_failure("answer rejected")
+    assert outcome(otel) == ("answer rejected", StatusCode.ERROR, "answer rejected")
+    with pytest.raises(RuntimeError), mw:
+        agent_for(rb, ScriptedChatModel(script=calc_script(), raise_on_call=0))[0].invoke({"messages": []})
+    assert_nothing_open(otel, mw)
+
+
+def test_flush_session_without_context_manager(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    mw = rb.middleware(agent_name="calc")
+    mw._open_run()
+    assert mw.active_runs == 1
+    mw.flush_session(outcome_status="failure: Abandoned")
+    mw.close()
+    assert outcome(otel)[0] == "failure: Abandoned" and mw.active_runs == 0
+
+
+def hard_script(n: int) -> list[AIMessage]:
+    return [tool_call("add", {"a": i, "b": 1}, f"c{i}", content=HARD + f" ({i})") for i in range(n)] + [
+        AIMessage("done")
+    ]
+
+
+def test_routing_switches_the_model_at_slow(otel: Otel) -> None:
+    strong = ScriptedChatModel(script=hard_script(8), model_name="strong-1", provider="anthropic")
+    rb = ReasonBlocks(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, model_routing={"SLOW": strong}
+    )
+    base = ScriptedChatModel(script=hard_script(8), model_name="base-1", provider="openai")
+    agent, mw = agent_for(rb, base)
+    agent.invoke({"messages": [("user", "x")]})
+    by_step = {s.attributes["rb.step"]: dict(s.attributes or {}) for s in otel.spans("chat ")}
+    slow_steps = [e.step for e in mw.step_log if e.fsm_state == "SLOW"]
+    assert slow_steps
+    for e in mw.step_log:
+        attrs = by_step[e.step]
+        if e.fsm_state == "SLOW":
+            assert attrs["gen_ai.request.model"] == "strong-1" and attrs["rb.model_id"] == "anthropic:strong-1"
+            assert e.model_id == "anthropic:strong-1"
+        else:
+            assert attrs["gen_ai.request.model"] == "base-1" and "rb.model_id" not in attrs and e.model_id == ""
+
+
+def test_system_blocks_sent_to_the_model_and_history_untouched(otel: Otel) -> None:
+    model = ScriptedChatModel(script=hard_script(4), record_system=True)
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, model)
+    out = agent.invoke({"messages": [("user", "x")]})
+    systems = model.received_system
+    assert len(systems) == 5 and all(isinstance(s, SystemMessage) for s in systems)
+    for sent, entry in zip(systems, mw.step_log, strict=True):
+        assert isinstance(sent, SystemMessage)
+        blocks = sent.content
+        assert isinstance(blocks, list)
+        assert blocks[0] == {"type": "text", "text": "You are a calculator.", "cache_control": {"type": "ephemeral"}}
+        if entry.intervention_texts:
+            assert blocks[1] == {"type": "text", "text": "[REASONBLOCKS]\n" + "\n\n".join(entry.intervention_texts)}
+        else:
+            assert len(blocks) == 1
+    assert not any(isinstance(m, SystemMessage) for m in out["messages"])  # history untouched
+
+
+def test_no_system_prompt_and_nothing_fired_sends_no_system_message(otel: Otel) -> None:
+    model = ScriptedChatModel(script=calc_script(1), record_system=True)
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, e_traces_enabled=False)
+    agent = create_agent(model, [add], middleware=[rb.middleware()])
+    agent.invoke({"messages": [("user", "x")]})
+    assert model.received_system == [None, None]
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_content_capture(otel: Otel, capture: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true" if capture else "false")
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    script = [
+        tool_call("add", {"a": 1, "b": 2}, "c", content="my key is sk-abcdefghijklmnopqrstuv ok"),
+        AIMessage("The answer is 3."),
+    ]
+    agent, _ = agent_for(rb, ScriptedChatModel(script=script))
+    agent.invoke({"messages": [("user", "secret question")]})
+    content_keys = {
+        "rb.thought_preview",
+        "rb.injections",
+        "rb.intervention_texts",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    }
+    seen = set()
+    for span in otel.exporter.get_finished_spans():
+        seen |= set(span.attributes or {}) & content_keys
+        assert "sk-abcdefghijklmnopqrstuv" not in str(dict(span.attributes or {}))
+    if capture:
+        assert seen == content_keys
+        texts = " ".join(str(dict(s.attributes or {})) for s in otel.spans("chat "))
+        assert "secret question" in texts and "[REDACTED]" in texts
+    else:
+        assert seen == set()
+
+
+def test_capture_argument_wins_over_environment(otel: Otel, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, capture_content=False)
+    agent, _ = agent_for(rb, ScriptedChatModel(script=calc_script(1)))
+    agent.invoke({"messages": [("user", "x")]})
+    assert all("gen_ai.input.messages" not in (s.attributes or {}) for s in otel.spans("chat "))
+
+
+def test_metrics_after_a_known_script(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=hard_script(6)))
+    assert otel.metric_points("rb.runs.skip") == [({"gen_ai.agent.name": "calc"}, 0)]  # initialised at 0
+    agent.invoke({"messages": [("user", "x")]})
+    log = mw.step_log
+    assert otel.metric_sum("rb.steps") == len(log) == 7
+    assert otel.metric_sum("rb.steps", rb__fsm_state="SLOW") == sum(e.fsm_state == "SLOW" for e in log)
+    assert otel.metric_sum("rb.step.difficulty") == sum(e.difficulty is not None for e in log)
+    assert otel.metric_sum("rb.fsm.transitions", rb__fsm__from="INIT", rb__fsm__to="NORMAL") == 1
+    assert otel.metric_sum("rb.fsm.transitions", rb__fsm__from="NORMAL", rb__fsm__to="SLOW") == 1
+    assert otel.metric_sum("rb.runs", rb__outcome="success", rb__max_state="SLOW") == 1
+    assert otel.metric_sum("rb.runs.active") == 0
+    fired = sum(len(e.monitors_fired) for e in log)
+    assert otel.metric_sum("rb.monitor.fired") == fired
+    assert otel.metric_sum("rb.injections") == sum(len(e.injection_sources) for e in log)
+    assert otel.metric_sum("gen_ai.client.token.usage", gen_ai__token__type="input") == 7
+    assert otel.metric_sum("gen_ai.client.operation.duration") == 7
+    assert otel.metric_sum("gen_ai.execute_tool.duration") == 6
+    assert otel.metric_sum("gen_ai.invoke_agent.duration") == 1
+    for attrs, _ in otel.metric_points("rb.steps") + otel.metric_points("rb.runs"):
+        assert "rb.run_id" not in attrs and not any("run" in k and "id" in k for k in attrs)
+    root = otel.spans("invoke_agent")[0]
+    events = [dict(e.attributes or {}) for e in root.events if e.name == "rb.fsm.transition"]
+    assert [(e["rb.fsm.from"], e["rb.fsm.to"]) for e in events] == [("INIT", "NORMAL"), ("NORMAL", "SLOW")]
+
+
+def test_skip_run_counts_once(otel: Otel) -> None:
+    rb = ReasonBlocks(
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        fsm_thresholds={"skip_window": 3, "skip_threshold": 0.6},
+    )
+    agent, _ = agent_for(rb, ScriptedChatModel(script=hard_script(8)))
+    agent.invoke({"messages": [("user", "x")]})
+    assert otel.metric_sum("rb.runs.skip") == 1
+    attrs = dict(otel.spans("invoke_agent")[0].attributes or {})
+    assert attrs["rb.entered_skip"] is True and attrs["rb.max_state"] == "SKIP"
+
+
+def test_session_and_middleware_produce_identical_step_logs(otel: Otel) -> None:
+    script = hard_script(6)
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=script))
+    agent.invoke({"messages": [("user", "x")]})
+    session = rb.new_session()
+    for i, entry in enumerate(mw.step_log):
+        if i == 0:
+            d = session.begin_step(thought=None, model_id="scripted:scripted-1")
+        else:
+            prev = script[i - 1]
+            d = session.begin_step(
+                thought=str(prev.content),
+                action=prev.tool_calls[0]["name"],
+                action_input=__import__("json").dumps(prev.tool_calls[0]["args"], sort_keys=True),
+                observation=str(i),
+                model_id="scripted:scripted-1",
+            )
+        session.end_step(d, tokens=entry.tokens, tool_calls=entry.tool_calls, latency_ms=entry.latency_ms)
+    strip = lambda e: {k: v for k, v in e.as_dict().items() if k != "timestamp"}
+    assert [strip(e) for e in session.step_log] == [strip(e) for e in mw.step_log]
+
+
+def test_live_streaming_disabled_exports_nothing_but_fills_the_step_log(otel: Otel) -> None:
+    rb = ReasonBlocks(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, live_streaming_enabled=False
+    )
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    agent.invoke({"messages": [("user", "x")]})
+    assert otel.exporter.get_finished_spans() == () or list(otel.exporter.get_finished_spans()) == []
+    assert otel.metric_points("rb.steps") == []
+    assert len(mw.step_log) == 5
+
+
+def test_a_broken_steering_component_never_breaks_the_agent(otel: Otel) -> None:
+    class Exploding:
+        def evaluate(self, request: Any) -> Any:
+            raise ConnectionError("rb-api unreachable")
+
+    def bad_score(text: str) -> float:
+        raise ZeroDivisionError
+
+    rb = ReasonBlocks(
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        monitor_backend=Exploding(),
+        score_fn=bad_score,
+    )  # type: ignore[arg-type]
+    agent, _mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    out = agent.invoke({"messages": [("user", "x")]})
+    assert out["messages"][-1].content == "The answer is 30."
+    assert len(otel.spans("chat ")) >= 1 and otel.spans("invoke_agent")
+
+
+def test_bad_configuration_fails_at_construction() -> None:
+    with pytest.raises(ValueError, match="unknown threshold"):
+        ReasonBlocks(fsm_thresholds={"slow": 0.5})
+    with pytest.raises(ValueError, match="unknown task_profile"):
+        ReasonBlocks(task_profile="poetry")
+    with pytest.raises(ValueError, match="model_routing"):
+        ReasonBlocks(model_routing={"INIT": "openai:gpt-4o"})
+    with pytest.raises(TypeError, match="metadata"):
+        ReasonBlocks().middleware(metadata=["x"])  # type: ignore[arg-type]
+
+
+def test_api_key_never_appears_in_repr() -> None:
+    rb = ReasonBlocks("rb_live_supersecretvalue")
+    assert "supersecret" not in repr(rb)
+
+
+def test_one_run_per_middleware_use_with_given_run_id(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()), run_id="my-run")
+    out = agent.invoke({"messages": [("user", "x")]})
+    assert out["rb_run_id"] == "my-run" and mw.session is not None and mw.session.run_id == "my-run"
+
+
+def test_unused_imports_guard() -> None:
+    # The session type used by the middleware is the public one.
+    assert isinstance(ReasonBlocks().new_session(), SteeringSession)
+    assert isinstance(DifficultyFSM(), DifficultyFSM) and TraceStateManager().trace_id

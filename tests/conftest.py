@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import os
+
 import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
@@ -16,6 +18,19 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rb_otel.testing import tool_call
+
+
+REQUIRE_REAL = os.environ.get("RB_OTEL_REQUIRE_REAL") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under RB_OTEL_REQUIRE_REAL=1 (set by .ci/run) a test that skips for a missing component fails instead."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if REQUIRE_REAL and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but RB_OTEL_REQUIRE_REAL=1 forbids skips: {report.longrepr}"
 
 
 @dataclass

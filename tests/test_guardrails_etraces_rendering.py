@@ -167,3 +167,38 @@ def test_system_blocks() -> None:
     assert system_blocks([], "") == []
     assert "cache_control" not in system_blocks(base, "g", cache_control=False)[0]
     assert base == [{"type": "text", "text": "You are helpful."}]  # the caller's blocks are not mutated
+
+
+# -- Qdrant backend (local mode, a real Qdrant engine in-process) -----------------------------------------------
+
+
+def test_qdrant_store_behind_the_same_protocol(tmp_path: object) -> None:
+    pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
+    from rb_otel.steering.etraces.qdrant import QdrantPatternStore
+
+    embedded = InMemoryPatternStore(load_default_library())
+    store = QdrantPatternStore(path=str(tmp_path))
+    store.add(load_default_library())
+    scroll = store.retrieve(RetrievalQuery(tier="e3", top_k=32))
+    assert [t.pattern_id for t in scroll] == [
+        t.pattern_id for t in embedded.retrieve(RetrievalQuery(tier="e3", top_k=32))
+    ]
+    query = RetrievalQuery(
+        tier="e2", context="I keep repeating the same search with reworded input", top_k=2, failure_type="semantic_loop"
+    )
+    got = store.retrieve(query)
+    assert got and all(t.failure_type == "semantic_loop" for t in got)
+    assert [t.pattern_id for t in got] == [t.pattern_id for t in embedded.retrieve(query)]
+    assert got[0].similarity == pytest.approx(embedded.retrieve(query)[0].similarity, abs=1e-4)
+
+
+def test_qdrant_store_works_in_the_pipeline() -> None:
+    pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
+    from rb_otel import ReasonBlocks
+    from rb_otel.steering.etraces.qdrant import QdrantPatternStore
+
+    store = QdrantPatternStore()
+    store.add(load_default_library())
+    session = ReasonBlocks(pattern_store=store).new_session()
+    decision = session.begin_step(thought=None)
+    assert set(decision.entry.injection_sources) == {"E3Injection"}

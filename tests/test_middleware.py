@@ -480,3 +480,20 @@ def test_unused_imports_guard() -> None:
     # The session type used by the middleware is the public one.
     assert isinstance(ReasonBlocks().new_session(), SteeringSession)
     assert isinstance(DifficultyFSM(), DifficultyFSM) and TraceStateManager().trace_id
+
+
+def test_routing_to_a_model_that_cannot_be_built_keeps_the_agents_model(
+    otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    rb = ReasonBlocks(
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        model_routing={"SLOW": "no-such-provider:model-x"},
+    )
+    agent, mw = agent_for(rb, ScriptedChatModel(script=hard_script(7)))
+    out = agent.invoke({"messages": [("user", "x")]})
+    assert out["messages"][-1].content == "done"
+    assert any(e.fsm_state == "SLOW" for e in mw.step_log)
+    assert all(e.model_id == "" for e in mw.step_log)
+    assert {dict(s.attributes or {})["gen_ai.request.model"] for s in otel.spans("chat ")} == {"scripted-1"}
+    assert sum("cannot build routed model" in r.getMessage() for r in caplog.records) == 1

@@ -417,6 +417,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             routed = self._rb.router.model(decision.model_override)
             if routed is not None:
                 overrides["model"] = model = routed
+            else:  # could not be built: the call keeps the agent's model, and the step log says so
+                decision.model_override = None
         identity = identify_model(model) if model is not request.model else own_model
         base: list[dict[str, Any]] = (
             [dict(b) for b in request.system_message.content_blocks] if request.system_message is not None else []

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-
-import os
 
 import pytest
 from langchain_core.messages import AIMessage
@@ -18,7 +17,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rb_otel.testing import tool_call
-
 
 REQUIRE_REAL = os.environ.get("RB_OTEL_REQUIRE_REAL") == "1"
 

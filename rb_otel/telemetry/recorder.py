@@ -117,10 +117,11 @@ def chat_attributes(
     """The ``rb.*`` attributes of a ``chat`` span; ``final`` adds those known only after the call."""
     attrs: Attributes = {
         n.RB_STEP: entry.step,
-        n.RB_FSM_STATE: entry.fsm_state,
         n.RB_MONITORS_FIRED: list(entry.monitors_fired),
         n.RB_INJECTION_SOURCES: list(entry.injection_sources),
     }
+    if entry.fsm_state:  # imported steps that were not rescored have no state
+        attrs[n.RB_FSM_STATE] = entry.fsm_state
     if entry.difficulty is not None:
         attrs[n.RB_DIFFICULTY] = entry.difficulty
     if entry.model_id:
@@ -179,12 +180,13 @@ class _LiveChat:
 class ToolCall:
     """An open ``execute_tool`` span; finish it with :meth:`RunRecorder.end_tool`."""
 
-    __slots__ = ("name", "span", "started")
+    __slots__ = ("name", "span", "start_time", "started")
 
-    def __init__(self, span: Span, name: str) -> None:
+    def __init__(self, span: Span, name: str, start_time: float | None = None) -> None:
         self.span = span
         self.name = name
         self.started = time.perf_counter()
+        self.start_time = start_time
 
 
 def _ns(seconds: float) -> int:
@@ -270,10 +272,27 @@ class RunRecorder:
         steering_ms: float | None = None,
         composite: float | None = None,
         end_time: float | None = None,
+        response: ChatResponse | None = None,
+        extra: Mapping[str, AttributeValue] | None = None,
+        error_type: str | None = None,
+        events: Sequence[tuple[str, Mapping[str, AttributeValue]]] = (),
     ) -> None:
-        """Close the step's live ``chat`` span, or create one from ``entry`` alone, and record metrics."""
+        """Close the step's live ``chat`` span, or create one from ``entry`` alone, and record metrics.
+
+        ``end_time`` (seconds), ``response``, ``extra`` attributes, ``error_type`` and span ``events`` are for
+        steps built from records (importers); live calls get them from the integration.
+        """
         try:
-            self._step(entry, steering_ms=steering_ms, composite=composite, end_time=end_time)
+            self._step(
+                entry,
+                steering_ms=steering_ms,
+                composite=composite,
+                end_time=end_time,
+                response=response,
+                extra=extra,
+                error_type=error_type,
+                events=events,
+            )
         except Exception:
             _log.warning("recording step %s failed; continuing", entry.step, exc_info=True)
 
@@ -349,7 +368,9 @@ class RunRecorder:
 
     # -- tools -------------------------------------------------------------------------------------------
 
-    def start_tool(self, *, step: int, name: str, call_id: str, arguments: Any = None) -> ToolCall:
+    def start_tool(
+        self, *, step: int, name: str, call_id: str, arguments: Any = None, start_time: float | None = None
+    ) -> ToolCall:
         attrs: Attributes = {
             n.GEN_AI_OPERATION_NAME: n.OP_EXECUTE_TOOL,
             n.GEN_AI_TOOL_NAME: name,
@@ -361,14 +382,25 @@ class RunRecorder:
         if self._content.capture and arguments is not None:
             attrs[n.GEN_AI_TOOL_CALL_ARGUMENTS] = self._content.text(arguments)
         span = self._tracer.start_span(
-            f"{n.OP_EXECUTE_TOOL} {name}", context=self.context, kind=SpanKind.INTERNAL, attributes=attrs
+            f"{n.OP_EXECUTE_TOOL} {name}",
+            context=self.context,
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=None if start_time is None else _ns(start_time),
         )
-        call = ToolCall(span, name)
+        call = ToolCall(span, name, start_time)
         with self._lock:
             self._tools.add(call)
         return call
 
-    def end_tool(self, call: ToolCall, *, result: Any = None, error: BaseException | str | None = None) -> None:
+    def end_tool(
+        self,
+        call: ToolCall,
+        *,
+        result: Any = None,
+        error: BaseException | str | None = None,
+        end_time: float | None = None,
+    ) -> None:
         """End a tool span; ``error`` is the exception raised or the error text the tool returned."""
         with self._lock:
             if call not in self._tools:
@@ -388,11 +420,13 @@ class RunRecorder:
             labels: Attributes = {n.GEN_AI_TOOL_NAME: call.name}
             if error_type:
                 labels[n.ERROR_TYPE] = error_type
-            self._inst.execute_tool_duration.record(
-                time.perf_counter() - call.started, labels, context=trace.set_span_in_context(span)
-            )
+            if end_time is not None and call.start_time is not None:
+                duration = max(end_time - call.start_time, 0.0)
+            else:
+                duration = time.perf_counter() - call.started
+            self._inst.execute_tool_duration.record(duration, labels, context=trace.set_span_in_context(span))
         finally:
-            span.end()
+            span.end(end_time=None if end_time is None else _ns(end_time))
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -403,23 +437,31 @@ class RunRecorder:
         steering_ms: float | None,
         composite: float | None,
         end_time: float | None,
+        response: ChatResponse | None,
+        extra: Mapping[str, AttributeValue] | None,
+        error_type: str | None,
+        events: Sequence[tuple[str, Mapping[str, AttributeValue]]],
     ) -> None:
         previous = self.state
-        state = FSMState(entry.fsm_state)
+        state = FSMState(entry.fsm_state) if entry.fsm_state else previous
         live = self._live.pop(entry.step, None)
         if live is not None:
             composite = live.composite if composite is None else composite
         attrs = chat_attributes(entry, composite=composite, steering_ms=steering_ms, content=self._content, final=True)
-        response = live.response if live is not None else None
+        if live is not None and live.response is not None:
+            response = live.response
         if response is not None:
             attrs.update(_response_attributes(response, self._content))
+        if extra:
+            attrs.update(extra)
         if live is not None:
             span = live.span
             span.set_attributes(attrs)
             duration = time.perf_counter() - live.started
             provider, request_model = live.provider, live.request_model
         else:
-            provider, request_model = "", entry.model_id
+            provider = str((extra or {}).get(n.GEN_AI_PROVIDER_NAME, ""))
+            request_model = str((extra or {}).get(n.GEN_AI_REQUEST_MODEL, "")) or entry.model_id
             attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
             if request_model:
                 attrs[n.GEN_AI_REQUEST_MODEL] = request_model
@@ -434,6 +476,11 @@ class RunRecorder:
             )
             duration = max(finish - start, 0.0)
         span_ctx = trace.set_span_in_context(span)
+        if error_type:
+            span.set_attribute(n.ERROR_TYPE, error_type)
+            span.set_status(Status(StatusCode.ERROR, error_type))
+        for name, event_attrs in events:
+            span.add_event(name, event_attrs)
         try:
             self._record_step_metrics(
                 entry=entry,

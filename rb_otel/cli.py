@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
@@ -31,6 +32,58 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from rb_otel.importers import RecordError, replay
+    from rb_otel.telemetry.setup import configure
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    providers = configure(
+        service_name="rb-otel-replay",
+        traces_file=out / "replay-traces.jsonl",
+        metrics_file=out / "replay-metrics.jsonl",
+    )
+    failed = 0
+    try:
+        for path in args.paths:
+            try:
+                results = replay(
+                    path,
+                    format=args.format,
+                    rescore=args.rescore,
+                    tracer_provider=providers.tracer_provider,
+                    meter_provider=providers.meter_provider,
+                    keep_steps=False,
+                )
+            except (RecordError, OSError) as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            for result in results:
+                for line in _describe(result, args.rescore):
+                    print(line)
+            for problem in results[0].problems if results else []:
+                print(f"skipped: {problem}", file=sys.stderr)
+    finally:
+        providers.shutdown()
+    for line in providers.descriptions:
+        print(f"exported {line}")
+    return 1 if failed else 0
+
+
+def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
+    lines = [
+        f"{indent}{result.source:<15} {result.run_id:<40} {result.step_count:>6} steps  {result.outcome:<24} "
+        f"trace {result.trace_id}"
+    ]
+    if rescore:
+        where = ", ".join(f"{state} at step {step}" for state, step in result.entered.items())
+        lines.append(f"{indent}    rescored: {'would have entered ' + where if where else 'never SLOW or SKIP'}")
+    for child in result.children:
+        lines += _describe(child, rescore, indent + "  ")
+    return lines
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rb-otel", description="ReasonBlocks-style steering, as OpenTelemetry.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log rb_otel warnings and debug output")
@@ -48,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--repeat", type=int, default=1, help="run the scenarios this many times")
     demo.add_argument("--quiet", action="store_true", help="print nothing")
     demo.set_defaults(func=_demo)
+    rep = sub.add_parser("replay", help="replay other harnesses' records as rb-otel traces and metrics")
+    rep.add_argument("paths", nargs="+", help="files to import")
+    rep.add_argument(
+        "--format", default="auto", help="auto, steplog, io_harness, agy, swe_agent, openhands, openai_messages"
+    )
+    rep.add_argument("--rescore", action="store_true", help="run the steering pipeline over each trajectory")
+    rep.add_argument("--out", default="out", help="directory for the OTLP-JSON files (when not exporting OTLP)")
+    rep.set_defaults(func=_replay)
     return parser
 
 

@@ -1,0 +1,12 @@
+"""Importers: other harnesses' records replayed as the same OpenTelemetry traces and metrics.
+
+``replay(path, format="auto", rescore=False, tracer_provider=None, meter_provider=None)`` reads ReasonBlocks step
+logs, io_harness SQLite stores, agy_bridge Step streams, SWE-agent trajectories, OpenHands event histories and
+OpenAI-style message lists.
+"""
+
+from rb_otel.importers.detect import FORMATS, detect
+from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
+from rb_otel.importers.replay import replay
+
+__all__ = ["FORMATS", "ImportProblem", "RecordError", "ReplayResult", "detect", "replay"]

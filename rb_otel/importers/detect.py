@@ -1,0 +1,73 @@
+"""``--format auto``: tell a file's format from its name and its first bytes (never the whole file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rb_otel.importers.model import RecordError
+
+__all__ = ["FORMATS", "detect"]
+
+FORMATS = ("steplog", "io_harness", "agy", "swe_agent", "openhands", "openai_messages")
+_SNIFF_BYTES = 1 << 20
+
+
+def _document(obj: Any) -> str | None:
+    """The format of a whole JSON document."""
+    if isinstance(obj, list):
+        return _line(obj[0]) if obj and isinstance(obj[0], dict) else None
+    if not isinstance(obj, dict):
+        return None
+    if "trajectory" in obj:
+        return "swe_agent"
+    if "history" in obj:
+        return "openhands"
+    if "traj" in obj or "messages" in obj:
+        return "openai_messages"
+    if isinstance(obj.get("steps"), list):
+        return "steplog"
+    return _line(obj)
+
+
+def _line(obj: dict[str, Any]) -> str | None:
+    """The format of one record (a JSONL line or a list element)."""
+    if "fsm_state" in obj or "thought_preview" in obj or ("run_id" in obj and "step" not in obj):
+        return "steplog"
+    if "role" in obj:
+        return "openai_messages"
+    if "source" in obj and "timestamp" in obj and ("action" in obj or "observation" in obj):
+        return "openhands"
+    if {"type", "cascade_id", "trajectory_id", "step_index", "content_delta"} & obj.keys() or set(obj) == {"id"}:
+        return "agy"
+    return None
+
+
+def detect(path: Path) -> str:
+    """The format of ``path``; raises :class:`RecordError` when it cannot tell."""
+    with path.open("rb") as handle:
+        head = handle.read(_SNIFF_BYTES)
+    if head.startswith(b"SQLite format 3\x00"):
+        return "io_harness"
+    if path.suffix == ".traj":
+        return "swe_agent"
+    lines = [line for line in head.splitlines() if line.strip()]
+    found: str | None = None
+    if len(lines) > 1:  # JSON lines: the first record tells (a pretty-printed document's first line won't parse)
+        try:
+            first = json.loads(lines[0])
+        except ValueError:
+            first = None
+        if isinstance(first, dict):
+            found = _line(first)
+    if found is None:
+        try:
+            found = _document(json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, UnicodeDecodeError):
+            found = None
+    if found is None:
+        raise RecordError(
+            str(path), "format", f"cannot tell the format; pass --format with one of {', '.join(FORMATS)}"
+        )
+    return found

@@ -1,0 +1,1 @@
+"""One reader per harness format; each yields ``ImportedRun`` objects."""

@@ -1,0 +1,85 @@
+"""Helpers shared by the readers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rb_otel.importers.model import ImportProblem, RecordError
+
+__all__ = ["as_int", "dump", "iso_seconds", "json_lines", "load_json", "text"]
+
+
+def load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RecordError(str(path), f"line {exc.lineno} column {exc.colno}", f"not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise RecordError(str(path), f"byte {exc.start}", "not UTF-8 text") from None
+
+
+def json_lines(path: Path, problems: list[ImportProblem]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each line holding a JSON object; bad lines become problems, not errors."""
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append(ImportProblem(str(path), f"line {number}", f"not valid JSON ({exc.msg})"))
+                continue
+            if not isinstance(value, dict):
+                problems.append(ImportProblem(str(path), f"line {number}", "expected a JSON object"))
+                continue
+            yield number, value
+
+
+def text(value: Any) -> str:
+    """Message content as text: strings as is, lists of blocks joined, anything else JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = [b.get("text", "") if isinstance(b, dict) else str(b) for b in value]
+        return " ".join(p for p in parts if p)
+    return dump(value)
+
+
+def dump(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def as_int(value: Any, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return default
+
+
+def iso_seconds(value: Any) -> float | None:
+    """Seconds since the epoch for an ISO-8601 timestamp (``Z`` or offset or naive UTC), else ``None``."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace(" ", "T", 1))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        from datetime import UTC
+
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()

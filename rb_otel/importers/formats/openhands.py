@@ -1,0 +1,131 @@
+"""OpenHands event histories: an evaluation output (``{"history": [...]}``) or a bare list of events.
+
+Each agent action (anything but the system prompt) is a model call; the observation whose ``cause`` is that
+action is its tool result. Token counts are the deltas of ``llm_metrics.accumulated_token_usage``; events carry
+real timestamps.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rb_otel.importers.formats._common import as_int, iso_seconds, load_json, text
+from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
+
+__all__ = ["read"]
+
+_NOT_MODEL_CALLS = frozenset({"system", "recall", "change_agent_state", "null"})
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            parsed = ast.literal_eval(value)  # some dumps store dicts as Python reprs
+        except (ValueError, SyntaxError):
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
+    data = load_json(path)
+    events = data.get("history") if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise RecordError(str(path), "top level", "expected a list of events or an object with 'history'")
+    observations: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if isinstance(event, dict) and event.get("observation") and event.get("cause") is not None:
+            observations[str(event["cause"])] = event
+    steps: list[ImportedStep] = []
+    previous_prompt = previous_completion = 0
+    first_time = None
+    task = ""
+    for i, event in enumerate(events):
+        if not isinstance(event, dict):
+            problems.append(ImportProblem(str(path), f"history[{i}]", "expected an event object"))
+            continue
+        timestamp = iso_seconds(event.get("timestamp"))
+        first_time = first_time if first_time is not None else timestamp
+        if event.get("source") == "user" and event.get("action") == "message" and not task:
+            task = text(event.get("message"))[:2000]
+        action = event.get("action")
+        if event.get("source") != "agent" or not action or action in _NOT_MODEL_CALLS:
+            continue
+        meta = _mapping(event.get("tool_call_metadata"))
+        usage = _mapping(_mapping(event.get("llm_metrics")).get("accumulated_token_usage"))
+        prompt, completion = as_int(usage.get("prompt_tokens")), as_int(usage.get("completion_tokens"))
+        input_tokens = max(prompt - previous_prompt, 0) if usage else None
+        output_tokens = max(completion - previous_completion, 0) if usage else None
+        if usage:
+            previous_prompt, previous_completion = prompt, completion
+        response = _mapping(meta.get("model_response"))
+        choices = response.get("choices") if isinstance(response.get("choices"), list) else []
+        first_choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        message: dict[str, Any] = first_choice["message"] if isinstance(first_choice.get("message"), dict) else {}
+        thought = (
+            text(message.get("content"))
+            or text(_mapping(event.get("args")).get("thought"))
+            or text(event.get("message"))
+        )
+        tool_name = str(meta.get("function_name") or action)
+        observation = observations.get(str(event.get("id")))
+        result = text(observation.get("content")) if observation else None
+        error = None
+        if observation is not None and (
+            observation.get("observation") == "error" or str(observation.get("success", "")).lower() == "false"
+        ):
+            error = "tool_error"
+        tools = (
+            []
+            if action in ("message", "finish", "think")
+            else [
+                ImportedTool(
+                    name=tool_name,
+                    call_id=str(meta.get("tool_call_id") or ""),
+                    arguments=_mapping(event.get("args")) or text(event.get("args")),
+                    result=result,
+                    error=error,
+                )
+            ]
+        )
+        duration = None
+        if observation is not None and timestamp is not None:
+            end = iso_seconds(observation.get("timestamp"))
+            duration = None if end is None else max(end - timestamp, 0.0)
+        steps.append(
+            ImportedStep(
+                index=len(steps),
+                thought=thought,
+                action=tool_name if tools else None,
+                action_input=text(_mapping(event.get("args")).get("command") or event.get("args"))[:2000]
+                if tools
+                else None,
+                observation=(result or "")[:400] or None,
+                tools=tools,
+                tokens=(input_tokens or 0) + (output_tokens or 0),
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                model=str(response.get("model") or usage.get("model") or ""),
+                finish_reason=str(first_choice.get("finish_reason") or ""),
+                timestamp=timestamp,
+                duration_s=duration,
+            )
+        )
+    error = data.get("error") if isinstance(data, dict) else None
+    run_id = str(data.get("instance_id")) if isinstance(data, dict) and data.get("instance_id") else path.stem
+    last_time = max((s.timestamp for s in steps if s.timestamp is not None), default=None)
+    yield ImportedRun(
+        run_id=run_id,
+        source="openhands",
+        steps=steps,
+        task=task,
+        outcome=f"failure: {str(error)[:80]}" if error else "success",
+        start=first_time,
+        end=last_time,
+        synthetic_timing=first_time is None,
+    )

@@ -1,0 +1,105 @@
+"""What every reader produces: runs of steps, independent of the harness they came from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.util.types import AttributeValue
+
+from rb_otel.types import StepLogEntry
+
+__all__ = ["ImportProblem", "ImportedRun", "ImportedStep", "ImportedTool", "RecordError", "ReplayResult"]
+
+
+class RecordError(ValueError):
+    """A malformed record: the message names the file, the line or row, and the problem."""
+
+    def __init__(self, path: str, where: str, problem: str) -> None:
+        super().__init__(f"{path}: {where}: {problem}")
+        self.path, self.where, self.problem = path, where, problem
+
+
+@dataclass(frozen=True, slots=True)
+class ImportProblem:
+    """A record that was skipped; the rest of the file was still imported."""
+
+    path: str
+    where: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.where}: {self.problem}"
+
+
+@dataclass(slots=True)
+class ImportedTool:
+    name: str
+    call_id: str = ""
+    arguments: Any = None
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class ImportedStep:
+    """One model call (or, for io_harness, one step number with its attempts)."""
+
+    index: int
+    thought: str = ""
+    action: str | None = None
+    action_input: str | None = None
+    observation: str | None = None
+    tools: list[ImportedTool] = field(default_factory=list)
+    tokens: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    model: str = ""
+    provider: str = ""
+    finish_reason: str = ""
+    timestamp: float | None = None
+    duration_s: float | None = None
+    error_type: str | None = None
+    entry: StepLogEntry | None = None  # a recorded ReasonBlocks entry, replayed as is
+    events: list[tuple[str, dict[str, AttributeValue]]] = field(default_factory=list)
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ImportedRun:
+    """A run; ``steps`` may be a generator (large inputs are streamed). ``children`` are nested runs, each with
+    the index of the step that spawned it (or ``None``)."""
+
+    run_id: str
+    source: str
+    steps: Iterable[ImportedStep]
+    agent_name: str = ""
+    task: str = ""
+    outcome: str = "success"
+    start: float | None = None
+    end: float | None = None
+    synthetic_timing: bool = False
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    children: list[tuple[int | None, ImportedRun]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    events: list[tuple[str, dict[str, AttributeValue]]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    """One replayed run: its id, step count, step log (unless not kept), and what rescoring found."""
+
+    run_id: str
+    source: str
+    step_count: int
+    steps: list[StepLogEntry]
+    outcome: str
+    trace_id: str
+    entered: dict[str, int] = field(default_factory=dict)  # state -> first step, with --rescore
+    children: list[ReplayResult] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    problems: list[ImportProblem] = field(default_factory=list)

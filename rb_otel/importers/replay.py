@@ -1,0 +1,264 @@
+"""Replay imported runs as the same spans and metrics a live run produces (optionally re-steered).
+
+Trace and span ids are derived from the input (a digest of the file and the run id), so importing the same file
+twice yields the same ids and a backend deduplicates or overwrites rather than doubling the data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+
+from rb_otel.importers.detect import FORMATS, detect
+from rb_otel.importers.formats import agy, io_harness, openai_messages, openhands, steplog, swe_agent
+from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, RecordError, ReplayResult
+from rb_otel.steering.fsm import DifficultyFSM
+from rb_otel.steering.injections import create_injections
+from rb_otel.steering.scoring import score_step
+from rb_otel.steering.session import SteeringSession
+from rb_otel.steering.state import TraceStateManager
+from rb_otel.telemetry import ChatResponse, RunInfo, RunRecorder, Telemetry
+from rb_otel.types import StepLogEntry
+
+__all__ = ["READERS", "replay"]
+
+READERS = {
+    "steplog": steplog.read,
+    "io_harness": io_harness.read,
+    "agy": agy.read,
+    "swe_agent": swe_agent.read,
+    "openhands": openhands.read,
+    "openai_messages": openai_messages.read,
+}
+#: Synthetic timing: each step lasts this long when the source recorded no times.
+SYNTHETIC_STEP_SECONDS = 1.0
+
+
+class _DerivedIds(IdGenerator):
+    """Ids from a hash chain seeded per run; random ids outside a seeded replay."""
+
+    def __init__(self, fallback: IdGenerator | None = None) -> None:
+        self._fallback = fallback or RandomIdGenerator()
+        self._seed: contextvars.ContextVar[tuple[bytes, Iterator[int]] | None] = contextvars.ContextVar(
+            "rb_otel_replay_seed", default=None
+        )
+
+    @contextlib.contextmanager
+    def seeded(self, seed: bytes) -> Iterator[None]:
+        token = self._seed.set((seed, itertools.count()))
+        try:
+            yield
+        finally:
+            self._seed.reset(token)
+
+    def _next(self, kind: bytes, size: int) -> int | None:
+        state = self._seed.get()
+        if state is None:
+            return None
+        seed, counter = state
+        value = int.from_bytes(hashlib.sha256(seed + kind + str(next(counter)).encode()).digest()[:size], "big")
+        return value or 1
+
+    def generate_span_id(self) -> int:
+        value = self._next(b"span", 8)
+        return self._fallback.generate_span_id() if value is None else value
+
+    def generate_trace_id(self) -> int:
+        value = self._next(b"trace", 16)
+        return self._fallback.generate_trace_id() if value is None else value
+
+
+def _digest(path: Path) -> bytes:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.digest()
+
+
+def replay(
+    path: str | Path,
+    *,
+    format: str = "auto",
+    rescore: bool = False,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    keep_steps: bool = True,
+) -> list[ReplayResult]:
+    """Import ``path`` and replay every run in it; one :class:`ReplayResult` per top-level run.
+
+    Raises :class:`RecordError` (a ``ValueError`` naming the file, place and problem) when the file cannot be
+    read at all; a bad record inside a readable file is skipped and listed in ``ReplayResult.problems``.
+    ``keep_steps=False`` keeps memory bounded on huge inputs (the results then carry no step lists).
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise RecordError(str(source), "file", "no such file")
+    fmt = detect(source) if format == "auto" else format
+    if fmt not in READERS:
+        raise RecordError(str(source), "format", f"unknown format {format!r}; choose auto or one of {FORMATS}")
+    telemetry = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    ids = _DerivedIds(getattr(telemetry.tracer, "id_generator", None))
+    if hasattr(telemetry.tracer, "id_generator"):  # the SDK tracer; our own instance, nobody else's
+        telemetry.tracer.id_generator = ids
+    digest = _digest(source)
+    problems: list[ImportProblem] = []
+    replayer = _Replayer(telemetry, ids, digest, rescore=rescore, keep_steps=keep_steps)
+    results = [replayer.run(run, parent=otel_context.Context()) for run in READERS[fmt](source, problems)]
+    for result in results:
+        result.problems = problems
+    return results
+
+
+class _Replayer:
+    def __init__(self, telemetry: Telemetry, ids: _DerivedIds, digest: bytes, *, rescore: bool, keep_steps: bool):
+        self.telemetry = telemetry
+        self.ids = ids
+        self.digest = digest
+        self.rescore = rescore
+        self.keep_steps = keep_steps
+
+    def run(self, run: ImportedRun, *, parent: otel_context.Context) -> ReplayResult:
+        with self.ids.seeded(self.digest + run.run_id.encode()):
+            return self._run(run, parent)
+
+    def _run(self, run: ImportedRun, parent: otel_context.Context) -> ReplayResult:
+        info = RunInfo(
+            run_id=run.run_id,
+            agent_name=run.agent_name,
+            framework=str(run.attributes.get("rb.framework", run.source)),
+            task=run.task,
+            metadata={
+                k.removeprefix("rb.metadata."): v for k, v in run.attributes.items() if k.startswith("rb.metadata.")
+            },
+            source=run.source,
+            synthetic_timing=run.synthetic_timing,
+        )
+        recorder = self.telemetry.run(info, parent=parent)
+        steps = iter(run.steps)
+        first = next(steps, None)
+        base = run.start if run.start is not None else (first.timestamp if first and first.timestamp else time.time())
+        recorder.run_start(run.run_id, {}, start_time=base)
+        if recorder.span is not None:
+            extra = {k: v for k, v in run.attributes.items() if not k.startswith("rb.metadata.")}
+            recorder.span.set_attributes(extra)
+        session = self._session(run) if self.rescore else None
+        kept: list[StepLogEntry] = []
+        entered: dict[str, int] = {}
+        count = 0
+        clock = base
+        for step in itertools.chain([first] if first else [], steps):
+            entry, clock = self._step(recorder, run, step, session, clock)
+            count += 1
+            if entry.fsm_state in ("SLOW", "SKIP") and entry.fsm_state not in entered:
+                entered[entry.fsm_state] = entry.step
+            if self.keep_steps:
+                kept.append(entry)
+        children = [self.run(child, parent=recorder.context) for _, child in run.children]
+        if recorder.span is not None:
+            for name, attributes in run.events:
+                recorder.span.add_event(name, attributes)
+        end = run.end if run.end is not None and run.end >= clock else clock
+        recorder.run_finish(run.run_id, run.outcome, end_time=end)
+        span = recorder.span
+        trace_id = format(span.get_span_context().trace_id, "032x") if span is not None else ""
+        return ReplayResult(
+            run_id=run.run_id,
+            source=run.source,
+            step_count=count,
+            steps=kept,
+            outcome=run.outcome,
+            trace_id=trace_id,
+            entered=entered,
+            children=children,
+            summary=run.summary,
+        )
+
+    @staticmethod
+    def _session(run: ImportedRun) -> SteeringSession:
+        return SteeringSession(
+            score_fn=score_step,
+            fsm=DifficultyFSM(),
+            state_manager=TraceStateManager(run.run_id),
+            injections=create_injections(e_traces_enabled=False),
+            run_id=run.run_id,
+            run_metadata={"task": run.task},
+        )
+
+    def _step(
+        self,
+        recorder: RunRecorder,
+        run: ImportedRun,
+        step: ImportedStep,
+        session: SteeringSession | None,
+        clock: float,
+    ) -> tuple[StepLogEntry, float]:
+        start = step.timestamp if step.timestamp is not None else clock
+        duration = (
+            step.duration_s
+            if step.duration_s is not None
+            else (SYNTHETIC_STEP_SECONDS if run.synthetic_timing else 0.0)
+        )
+        tool_names = [t.name for t in step.tools]
+        if session is not None:
+            # an empty first thought takes the first-call path (unscored, INIT), as a live run's first call does
+            thought = step.thought or (None if session.steps_begun == 0 else "")
+            decision = session.begin_step(
+                thought=thought, action=step.action, action_input=step.action_input, observation=step.observation
+            )
+            entry = session.end_step(decision, tokens=step.tokens, tool_calls=tool_names, latency_ms=duration * 1000)
+            entry.timestamp = start
+        elif step.entry is not None:
+            entry = step.entry
+            if step.timestamp is None:
+                entry.timestamp = start
+        else:
+            entry = StepLogEntry(
+                step=step.index,
+                fsm_state="",
+                thought_preview=step.thought[:120],
+                timestamp=start,
+                tool_calls=tool_names,
+                tokens=step.tokens,
+                latency_ms=duration * 1000,
+            )
+        extra: dict[str, Any] = dict(step.attributes)
+        if step.model:
+            extra["gen_ai.request.model"] = step.model
+        if step.provider:
+            extra["gen_ai.provider.name"] = step.provider
+        response = ChatResponse(
+            response_model=step.model,
+            finish_reasons=[step.finish_reason] if step.finish_reason else [],
+            input_tokens=step.input_tokens,
+            output_tokens=step.output_tokens,
+            cache_read_tokens=step.cache_read_tokens,
+            cache_creation_tokens=step.cache_creation_tokens,
+            reasoning_tokens=step.reasoning_tokens,
+        )
+        end = start + duration
+        recorder.step(
+            run.run_id,
+            entry,
+            end_time=end,
+            response=response,
+            extra=extra,
+            error_type=step.error_type,
+            events=step.events,
+        )
+        for tool in step.tools:
+            call = recorder.start_tool(
+                step=entry.step, name=tool.name, call_id=tool.call_id, arguments=tool.arguments, start_time=end
+            )
+            recorder.end_tool(call, result=tool.result, error=tool.error, end_time=end)
+        return entry, max(end, clock)

@@ -28,6 +28,7 @@ from rb_otel.steering.scoring import score_step
 from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.telemetry import ChatResponse, RunInfo, RunRecorder, Telemetry
+from rb_otel.telemetry import names as n
 from rb_otel.types import StepLogEntry
 
 __all__ = ["READERS", "replay"]
@@ -136,10 +137,12 @@ class _Replayer:
         info = RunInfo(
             run_id=run.run_id,
             agent_name=run.agent_name,
-            framework=str(run.attributes.get("rb.framework", run.source)),
+            framework=str(run.attributes.get(n.RB_FRAMEWORK, run.source)),
             task=run.task,
             metadata={
-                k.removeprefix("rb.metadata."): v for k, v in run.attributes.items() if k.startswith("rb.metadata.")
+                k.removeprefix(n.RB_METADATA_PREFIX): v
+                for k, v in run.attributes.items()
+                if k.startswith(n.RB_METADATA_PREFIX)
             },
             source=run.source,
             synthetic_timing=run.synthetic_timing,
@@ -150,7 +153,7 @@ class _Replayer:
         base = run.start if run.start is not None else (first.timestamp if first and first.timestamp else time.time())
         recorder.run_start(run.run_id, {}, start_time=base)
         if recorder.span is not None:
-            extra = {k: v for k, v in run.attributes.items() if not k.startswith("rb.metadata.")}
+            extra = {k: v for k, v in run.attributes.items() if not k.startswith(n.RB_METADATA_PREFIX)}
             recorder.span.set_attributes(extra)
         session = self._session(run) if self.rescore else None
         kept: list[StepLogEntry] = []
@@ -234,9 +237,9 @@ class _Replayer:
             )
         extra: dict[str, Any] = dict(step.attributes)
         if step.model:
-            extra["gen_ai.request.model"] = step.model
+            extra[n.GEN_AI_REQUEST_MODEL] = step.model
         if step.provider:
-            extra["gen_ai.provider.name"] = step.provider
+            extra[n.GEN_AI_PROVIDER_NAME] = step.provider
         response = ChatResponse(
             response_model=step.model,
             finish_reasons=[step.finish_reason] if step.finish_reason else [],

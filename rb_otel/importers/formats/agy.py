@@ -16,6 +16,7 @@ from typing import Any
 
 from rb_otel.importers.formats._common import as_int, dump, json_lines
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem
+from rb_otel.telemetry import names as n
 
 __all__ = ["AgyStep", "merge", "read"]
 
@@ -100,14 +101,14 @@ def _imported(step: AgyStep, index: int) -> ImportedStep:
         ImportedTool(name=str(c.get("name") or "unknown"), call_id=str(c.get("id") or ""), arguments=c.get("args"))
         for c in step.tool_calls
     ]
-    attributes: dict[str, Any] = {"rb.step.index": step.step_index, "rb.agy.step_type": step.step_type}
+    attributes: dict[str, Any] = {n.RB_STEP_INDEX: step.step_index, n.RB_AGY_STEP_TYPE: step.step_type}
     for key, raw in step.raw_enums.items():
-        attributes[f"rb.agy.raw.{key}"] = raw
+        attributes[n.RB_AGY_RAW_PREFIX + key] = raw
     if step.status == "CANCELED":
-        attributes["rb.canceled"] = True
+        attributes[n.RB_CANCELED] = True
     for call in step.tool_calls:
         if call.get("canonical_path"):
-            attributes["rb.agy.canonical_path"] = str(call["canonical_path"])
+            attributes[n.RB_AGY_CANONICAL_PATH] = str(call["canonical_path"])
     error_type = None
     if step.status == "ERROR" or step.error:
         error_type = str(step.http_code) if step.http_code else "agy_error"
@@ -139,19 +140,19 @@ def _trajectory_run(run_id: str, steps: list[AgyStep], *, subagent: bool, cascad
         source="agy",
         steps=[_imported(s, i) for i, s in enumerate(model_calls)],
         synthetic_timing=True,
-        attributes={"rb.cascade_id": cascade}
-        | ({"rb.trajectory_id": run_id.rsplit("/", maxsplit=1)[-1], "rb.subagent": True} if subagent else {}),
+        attributes={n.RB_CASCADE_ID: cascade}
+        | ({n.RB_TRAJECTORY_ID: run_id.rsplit("/", maxsplit=1)[-1], n.RB_SUBAGENT: True} if subagent else {}),
     )
     if any(s.status == "ERROR" for s in model_calls):
         run.outcome = "failure: agy_error"
     for s in steps:
         if s.step_type == "COMPACTION":
-            run.events.append(("rb.compaction", {"rb.step.index": s.step_index}))
+            run.events.append((n.EVENT_COMPACTION, {n.RB_STEP_INDEX: s.step_index}))
         elif s.step_type == "SYSTEM_MESSAGE":
-            run.events.append(("rb.system_message", {"rb.step.index": s.step_index}))
+            run.events.append((n.EVENT_SYSTEM_MESSAGE, {n.RB_STEP_INDEX: s.step_index}))
         elif s.step_type == "FINISH":
             run.events.append(
-                ("rb.finish", {"rb.step.index": s.step_index, "rb.structured_output": dump(s.structured_output)})
+                (n.EVENT_FINISH, {n.RB_STEP_INDEX: s.step_index, n.RB_STRUCTURED_OUTPUT: dump(s.structured_output)})
             )
             if s.status == "ERROR" or s.error:
                 run.outcome = f"failure: {s.http_code or 'agy_error'}"

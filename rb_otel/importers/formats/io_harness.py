@@ -20,6 +20,7 @@ from typing import Any
 
 from rb_otel.importers.formats._common import iso_seconds
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
+from rb_otel.telemetry import names as n
 
 __all__ = ["parse_tool_calls", "read"]
 
@@ -137,7 +138,7 @@ def _apply_provider_calls(step: ImportedStep, provider: list[sqlite3.Row]) -> No
 
 
 def _provider_only_step(number: int, provider: list[sqlite3.Row], start: float, duration: float) -> ImportedStep:
-    step = ImportedStep(index=number - 1, timestamp=start, duration_s=duration, attributes={"rb.step.number": number})
+    step = ImportedStep(index=number - 1, timestamp=start, duration_s=duration, attributes={n.RB_STEP_NUMBER: number})
     _apply_provider_calls(step, provider)
     step.tokens = sum(int(c["total_tokens"] or 0) for c in provider)
     return step
@@ -180,7 +181,7 @@ def _run(
             tokens=sum(int(a["tokens"] or 0) for a in attempts) if "tokens" in columns else 0,
             timestamp=base + position * per_step,
             duration_s=per_step,
-            attributes={"rb.step.number": number},
+            attributes={n.RB_STEP_NUMBER: number},
         )
         if step.tools:
             step.action = step.tools[0].name
@@ -189,11 +190,11 @@ def _run(
         for attempt, row in enumerate(attempts):
             step.events.append(
                 (
-                    "rb.attempt",
+                    n.EVENT_ATTEMPT,
                     {
-                        "rb.attempt": attempt,
-                        "rb.step.retry": attempt < len(attempts) - 1,
-                        "rb.tokens": int(row["tokens"] or 0),
+                        n.RB_ATTEMPT: attempt,
+                        n.RB_STEP_RETRY: attempt < len(attempts) - 1,
+                        n.RB_TOKENS: int(row["tokens"] or 0),
                     },
                 )
             )
@@ -224,6 +225,9 @@ def _run(
         start=start,
         end=(start + span) if start is not None else None,
         synthetic_timing=True,
-        attributes={"rb.metadata.workspace": str(run["file"]), "rb.metadata.io_harness.run_id": run_id},
+        attributes={
+            n.RB_METADATA_PREFIX + "workspace": str(run["file"]),
+            n.RB_METADATA_PREFIX + "io_harness.run_id": run_id,
+        },
         summary=summary,
     )

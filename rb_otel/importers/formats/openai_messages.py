@@ -12,6 +12,7 @@ from typing import Any
 
 from rb_otel.importers.formats._common import load_json, text
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
+from rb_otel.telemetry import names as n
 
 __all__ = ["read"]
 
@@ -79,5 +80,5 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
         task=task,
         outcome=outcome,
         synthetic_timing=True,
-        attributes={"rb.metadata.reward": float(reward)} if isinstance(reward, int | float) else {},
+        attributes={n.RB_METADATA_PREFIX + "reward": float(reward)} if isinstance(reward, int | float) else {},
     )

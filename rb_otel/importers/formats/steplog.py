@@ -14,6 +14,7 @@ from typing import Any
 
 from rb_otel.importers.formats._common import json_lines, load_json
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, RecordError
+from rb_otel.telemetry import names as n
 from rb_otel.types import StepLogEntry
 
 __all__ = ["read"]
@@ -52,7 +53,7 @@ def _run(header: dict[str, Any], run_index: int, path: Path, steps: Any) -> Impo
         agent_name=str(header.get("agent_name") or ""),
         task=str(header.get("task") or ""),
         outcome=str(header.get("outcome") or "success"),
-        attributes={"rb.framework": str(header.get("framework") or "reasonblocks")},
+        attributes={n.RB_FRAMEWORK: str(header.get("framework") or "reasonblocks")},
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from rb_otel.importers.formats._common import as_int, load_json, text
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
+from rb_otel.telemetry import names as n
 
 __all__ = ["read"]
 
@@ -67,9 +68,9 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
         outcome=outcome,
         synthetic_timing=True,
         attributes={
-            "rb.metadata.swe_agent.tokens_sent": as_int(stats.get("tokens_sent")),
-            "rb.metadata.swe_agent.tokens_received": as_int(stats.get("tokens_received")),
-            "rb.metadata.swe_agent.api_calls": as_int(stats.get("api_calls")),
+            n.RB_METADATA_PREFIX + "swe_agent.tokens_sent": as_int(stats.get("tokens_sent")),
+            n.RB_METADATA_PREFIX + "swe_agent.tokens_received": as_int(stats.get("tokens_received")),
+            n.RB_METADATA_PREFIX + "swe_agent.api_calls": as_int(stats.get("api_calls")),
         },
         summary={"exit_status": exit_status, "model_stats": stats},
     )

@@ -1,0 +1,590 @@
+"""Generate the operators' kit from one definition: Grafana dashboards, Grafana-managed alert rules and the
+Prometheus rules file. Run ``python grafana/generate.py`` after editing; a test fails if the files drift.
+
+Series names are the Prometheus names of the telemetry contract (``rb_otel/telemetry/names.py``); a test checks
+every name used here against it. ``$agent`` / ``$model`` are dashboard variables (``.*`` when "All").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PROM_UID = "prometheus"
+TEMPO_UID = "tempo"
+JAEGER_UID = "jaeger"
+AGENT = 'gen_ai_agent_name=~"$agent"'
+AGENT_MODEL = 'gen_ai_agent_name=~"$agent", gen_ai_request_model=~"$model"'
+SKIP_TRACEQL = '{ span.rb.fsm_state = "SKIP" }'
+RUNBOOK = "https://github.com/rb-otel/rb-otel/blob/main/README.md#operators-kit"
+
+# -- alerts: one definition, two renderings (Prometheus rules and Grafana-managed rules) ------------------------
+
+ALERTS: list[dict[str, Any]] = [
+    {
+        "alert": "RbOtelRunEnteredSkip",
+        # A run can reach SKIP before the first scrape of a new series: `increase` misses a series whose first
+        # sample is already 1, so the `unless ... offset` branch catches series that are new and non-zero.
+        "expr": "sum by (gen_ai_agent_name) (increase(rb_runs_skip_total[5m])) > 0\n"
+        "or\n"
+        "sum by (gen_ai_agent_name) (rb_runs_skip_total unless rb_runs_skip_total offset 5m) > 0",
+        "for": "0m",
+        "severity": "warning",
+        "summary": "An agent run of {{ $labels.gen_ai_agent_name }} reached SKIP",
+        "description": "At least one run scored above the SKIP threshold for 35 consecutive steps in the last 5 "
+        "minutes: the agent was stalled for a long stretch.",
+        "runbook": "Open the run's trace (Tempo: " + SKIP_TRACEQL + ") and read the chat spans before SKIP: "
+        "monitors fired, guidance injected, routed model. Decide whether the task or the tools are at fault.",
+    },
+    {
+        "alert": "RbOtelSkipRunsSustained",
+        "expr": "sum by (gen_ai_agent_name) (increase(rb_runs_skip_total[30m])) >= 3",
+        "for": "10m",
+        "severity": "critical",
+        "summary": "{{ $labels.gen_ai_agent_name }}: three or more runs reached SKIP in 30 minutes",
+        "description": "Runs keep stalling: three or more runs of this agent reached SKIP within 30 minutes.",
+        "runbook": "Compare the SKIP runs on the FSM overview dashboard (outcomes by max state); look for a common "
+        "tool error or task type, then roll back the latest prompt, model or tool change.",
+    },
+    {
+        "alert": "RbOtelHighSlowShare",
+        "expr": 'sum by (gen_ai_agent_name) (rate(rb_steps_total{rb_fsm_state="SLOW"}[15m]))\n'
+        "/\n"
+        "sum by (gen_ai_agent_name) (rate(rb_steps_total[15m])) > 0.5",
+        "for": "15m",
+        "severity": "warning",
+        "summary": "{{ $labels.gen_ai_agent_name }}: more than half of the model calls are SLOW",
+        "description": "Over 15 minutes more than 50% of this agent's model calls were made in the SLOW state "
+        "(hard, hedging, error-laden reasoning).",
+        "runbook": "Check the model and cost dashboard for a model change and the steering dashboard for the "
+        "monitors that fire most; consider routing SLOW to a stronger model.",
+    },
+    {
+        "alert": "RbOtelRunStuckInSkip",
+        "expr": 'sum by (gen_ai_agent_name) (rb_runs_active{rb_fsm_state="SKIP"}) > 0',
+        "for": "15m",
+        "severity": "critical",
+        "summary": "{{ $labels.gen_ai_agent_name }}: a run has been active in SKIP for 15 minutes",
+        "description": "A run is still in flight in the SKIP state: it is burning tokens without progress.",
+        "runbook": "Find the open run in the trace backend (Tempo: " + SKIP_TRACEQL + ") and cancel it; "
+        "check the agent's step budget and recursion limit.",
+    },
+    {
+        "alert": "RbOtelTelemetrySilent",
+        # rb_runs_skip_total is initialised at 0 for every agent when its middleware is created and exported on
+        # every collection, so its absence means the process or the export path is gone.
+        "expr": "absent_over_time(rb_runs_skip_total[15m])",
+        "for": "5m",
+        "severity": "warning",
+        "summary": "No rb-otel metrics for 15 minutes",
+        "description": "No rb-otel series has been received for 15 minutes: the agents, the exporter or the "
+        "collector pipeline stopped.",
+        "runbook": "Check the agents are running, their OTEL_EXPORTER_OTLP_ENDPOINT, the collector's health "
+        "endpoint and its Prometheus exporter; then the Prometheus scrape target.",
+    },
+]
+
+
+# promtool unit tests: input series (1m apart), then (minute, alert, agent or None) expectations.
+ALERT_TESTS: list[dict[str, Any]] = [
+    {
+        "name": "a run reaches SKIP between two scrapes",
+        "series": {'rb_runs_skip_total{gen_ai_agent_name="coder"}': "0 0 1 1 1 1 1 1 1 1"},
+        "expect": [
+            (1, "RbOtelRunEnteredSkip", None),
+            (3, "RbOtelRunEnteredSkip", "coder"),
+            (9, "RbOtelRunEnteredSkip", None),
+        ],
+    },
+    {
+        "name": "a run reaches SKIP before the first scrape of its series",
+        "series": {'rb_runs_skip_total{gen_ai_agent_name="fresh"}': "_ _ 1 1 1 1 1 1 1 1 1"},
+        "expect": [(3, "RbOtelRunEnteredSkip", "fresh"), (10, "RbOtelRunEnteredSkip", None)],
+    },
+    {
+        "name": "SKIP runs sustained over 30 minutes",
+        "series": {'rb_runs_skip_total{gen_ai_agent_name="coder"}': "0+0.1x60"},
+        "expect": [(5, "RbOtelSkipRunsSustained", None), (45, "RbOtelSkipRunsSustained", "coder")],
+    },
+    {
+        "name": "most model calls are SLOW",
+        "series": {
+            'rb_steps_total{gen_ai_agent_name="coder", rb_fsm_state="SLOW"}': "0+9x60",
+            'rb_steps_total{gen_ai_agent_name="coder", rb_fsm_state="NORMAL"}': "0+1x60",
+            'rb_steps_total{gen_ai_agent_name="calm", rb_fsm_state="NORMAL"}': "0+9x60",
+        },
+        "expect": [(10, "RbOtelHighSlowShare", None), (40, "RbOtelHighSlowShare", "coder")],
+    },
+    {
+        "name": "a run stays active in SKIP",
+        "series": {
+            'rb_runs_active{gen_ai_agent_name="coder", rb_fsm_state="SKIP"}': "1x40",
+            'rb_runs_active{gen_ai_agent_name="calm", rb_fsm_state="SKIP"}': "0x40",
+        },
+        "expect": [(10, "RbOtelRunStuckInSkip", None), (20, "RbOtelRunStuckInSkip", "coder")],
+    },
+    {
+        "name": "telemetry goes silent",
+        "series": {'rb_runs_skip_total{gen_ai_agent_name="coder"}': "0x10 _x40"},
+        "expect": [(10, "RbOtelTelemetrySilent", None), (40, "RbOtelTelemetrySilent", "")],
+    },
+]
+
+
+def _annotations(alert: dict[str, Any], agent: str) -> dict[str, str]:
+    def fill(text: str) -> str:
+        return text.replace("{{ $labels.gen_ai_agent_name }}", agent)
+
+    return {
+        "summary": fill(alert["summary"]),
+        "description": fill(alert["description"]),
+        "runbook": fill(alert["runbook"]),
+        "runbook_url": RUNBOOK,
+    }
+
+
+def promtool_tests() -> dict[str, Any]:
+    by_name = {a["alert"]: a for a in ALERTS}
+    tests = []
+    for case in ALERT_TESTS:
+        checks = []
+        for minute, name, agent in case["expect"]:
+            alert = by_name[name]
+            expected = []
+            if agent is not None:
+                labels = {"severity": alert["severity"], "team": "agents"}
+                if agent:
+                    labels["gen_ai_agent_name"] = agent
+                expected.append({"exp_labels": labels, "exp_annotations": _annotations(alert, agent)})
+            checks.append({"eval_time": f"{minute}m", "alertname": name, "exp_alerts": expected})
+        tests.append(
+            {
+                "name": case["name"],
+                "interval": "1m",
+                "input_series": [{"series": k, "values": v} for k, v in case["series"].items()],
+                "alert_rule_test": checks,
+            }
+        )
+    return {"rule_files": ["rb-otel.rules.yml"], "evaluation_interval": "1m", "tests": tests}
+
+
+def prometheus_rules() -> dict[str, Any]:
+    return {
+        "groups": [
+            {
+                "name": "rb-otel",
+                "rules": [
+                    {
+                        "alert": a["alert"],
+                        "expr": a["expr"],
+                        "for": a["for"],
+                        "labels": {"severity": a["severity"], "team": "agents"},
+                        "annotations": {
+                            "summary": a["summary"],
+                            "description": a["description"],
+                            "runbook": a["runbook"],
+                            "runbook_url": RUNBOOK,
+                        },
+                    }
+                    for a in ALERTS
+                ],
+            }
+        ]
+    }
+
+
+def grafana_alerts() -> dict[str, Any]:
+    rules = []
+    for a in ALERTS:
+        rules.append(
+            {
+                "uid": a["alert"].lower().replace("rbotel", "rb-otel-")[:40],
+                "title": a["alert"],
+                "condition": "C",
+                "data": [
+                    {
+                        "refId": "A",
+                        "datasourceUid": PROM_UID,
+                        "relativeTimeRange": {"from": 1800, "to": 0},
+                        "model": {"refId": "A", "expr": a["expr"], "instant": True},
+                    },
+                    {
+                        "refId": "C",
+                        "datasourceUid": "__expr__",
+                        "model": {
+                            "refId": "C",
+                            "type": "threshold",
+                            "expression": "A",
+                            # the PromQL already filters: any returned series means the alert condition holds
+                            "conditions": [{"evaluator": {"type": "gt", "params": [0]}}],
+                        },
+                    },
+                ],
+                "noDataState": "OK",
+                "execErrState": "Error",
+                "for": a["for"],
+                "labels": {"severity": a["severity"], "team": "agents"},
+                "annotations": {
+                    "summary": a["summary"],
+                    "description": a["description"],
+                    "runbook_url": RUNBOOK,
+                    "runbook": a["runbook"],
+                },
+            }
+        )
+    return {
+        "apiVersion": 1,
+        "groups": [{"orgId": 1, "name": "rb-otel", "folder": "rb-otel", "interval": "1m", "rules": rules}],
+    }
+
+
+# -- dashboards -------------------------------------------------------------------------------------------------
+
+TRACE_LINKS = [
+    {
+        "title": "SKIP runs in Tempo",
+        "url": "/explore?left="
+        + json.dumps(
+            {"datasource": TEMPO_UID, "queries": [{"refId": "A", "queryType": "traceql", "query": SKIP_TRACEQL}]},
+            separators=(",", ":"),
+        ),
+    },
+    {
+        "title": "SKIP runs in Jaeger",
+        "url": "/explore?left="
+        + json.dumps(
+            {
+                "datasource": JAEGER_UID,
+                "queries": [{"refId": "A", "queryType": "search", "service": "$service", "tags": "rb.fsm_state=SKIP"}],
+            },
+            separators=(",", ":"),
+        ),
+    },
+]
+
+
+class Dashboard:
+    """A tiny builder: panels laid out two per row, ids assigned in order."""
+
+    def __init__(self, uid: str, title: str, description: str) -> None:
+        self.uid, self.title, self.description = uid, title, description
+        self.panels: list[dict[str, Any]] = []
+
+    def panel(
+        self,
+        title: str,
+        kind: str,
+        targets: list[tuple[str, str]],
+        *,
+        unit: str = "short",
+        description: str = "",
+        links: bool = False,
+        width: int = 12,
+        options: dict[str, Any] | None = None,
+        instant: bool = False,
+    ) -> None:
+        index = len(self.panels)
+        x = sum(p["gridPos"]["w"] for p in self.panels) % 24
+        y = sum(p["gridPos"]["w"] for p in self.panels) // 24 * 8
+        panel: dict[str, Any] = {
+            "id": index + 1,
+            "type": kind,
+            "title": title,
+            "description": description,
+            "datasource": {"type": "prometheus", "uid": PROM_UID},
+            "gridPos": {"x": x, "y": y, "w": width, "h": 8},
+            "fieldConfig": {"defaults": {"unit": unit, "links": TRACE_LINKS if links else []}, "overrides": []},
+            "options": options or {},
+            "targets": [
+                {
+                    "refId": chr(ord("A") + i),
+                    "datasource": {"type": "prometheus", "uid": PROM_UID},
+                    "expr": expr,
+                    "legendFormat": legend,
+                    "instant": instant,
+                    "range": not instant,
+                    **({"format": "heatmap"} if kind == "heatmap" else {}),
+                }
+                for i, (expr, legend) in enumerate(targets)
+            ],
+        }
+        self.panels.append(panel)
+
+    def render(self) -> dict[str, Any]:
+        def variable(name: str, label: str) -> dict[str, Any]:
+            return {
+                "name": name.split("_")[0] if name != "gen_ai_request_model" else "model",
+                "label": label,
+                "type": "query",
+                "datasource": {"type": "prometheus", "uid": PROM_UID},
+                "query": {"query": f"label_values(rb_steps_total, {name})", "refId": "vars"},
+                "definition": f"label_values(rb_steps_total, {name})",
+                "includeAll": True,
+                "allValue": ".*",
+                "multi": True,
+                "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+                "refresh": 2,
+                "sort": 1,
+            }
+
+        agent = variable("gen_ai_agent_name", "Agent")
+        agent["name"] = "agent"
+        return {
+            "uid": self.uid,
+            "title": self.title,
+            "description": self.description,
+            "tags": ["rb-otel", "agents", "opentelemetry"],
+            "timezone": "browser",
+            "schemaVersion": 39,
+            "version": 1,
+            "editable": True,
+            "refresh": "30s",
+            "time": {"from": "now-6h", "to": "now"},
+            "templating": {"list": [agent, variable("gen_ai_request_model", "Model")]},
+            "links": [{"title": link["title"], "type": "link", "url": link["url"]} for link in TRACE_LINKS],
+            "panels": self.panels,
+        }
+
+
+def fsm_overview() -> Dashboard:
+    d = Dashboard("rb-otel-fsm", "rb-otel / FSM overview", "Where agent runs are in the difficulty FSM.")
+    d.panel(
+        "Runs in flight by state",
+        "bargauge",
+        [(f"sum by (rb_fsm_state) (rb_runs_active{{{AGENT}}})", "{{rb_fsm_state}}")],
+        instant=True,
+        description="Runs active now, by their current FSM state.",
+    )
+    d.panel(
+        "Model calls by state",
+        "timeseries",
+        [(f"sum by (rb_fsm_state) (rate(rb_steps_total{{{AGENT_MODEL}}}[$__rate_interval]))", "{{rb_fsm_state}}")],
+        unit="reqps",
+        options={"legend": {"showLegend": True}, "stacking": {"mode": "normal"}},
+    )
+    d.panel(
+        "State transitions (from -> to)",
+        "table",
+        [
+            (
+                f"sum by (rb_fsm_from, rb_fsm_to) (increase(rb_fsm_transitions_total{{{AGENT}}}[$__range]))",
+                "{{rb_fsm_from}} -> {{rb_fsm_to}}",
+            )
+        ],
+        instant=True,
+    )
+    d.panel(
+        "Difficulty distribution",
+        "bargauge",
+        [(f"sum by (le) (increase(rb_step_difficulty_bucket{{{AGENT}}}[$__range]))", "{{le}}")],
+        instant=True,
+        description="Scored steps per difficulty bucket.",
+    )
+    d.panel(
+        "Difficulty heatmap",
+        "heatmap",
+        [(f"sum by (le) (rate(rb_step_difficulty_bucket{{{AGENT}}}[$__rate_interval]))", "{{le}}")],
+    )
+    d.panel(
+        "Runs entering SKIP",
+        "timeseries",
+        [
+            (
+                f"sum by (gen_ai_agent_name) (increase(rb_runs_skip_total{{{AGENT}}}[$__rate_interval]))",
+                "{{gen_ai_agent_name}}",
+            )
+        ],
+        links=True,
+        description="Click a point for the SKIP runs in Tempo or Jaeger.",
+    )
+    d.panel(
+        "Outcomes by max state",
+        "table",
+        [
+            (
+                f"sum by (rb_outcome, rb_max_state) (increase(rb_runs_total{{{AGENT}}}[$__range]))",
+                "{{rb_outcome}} / {{rb_max_state}}",
+            )
+        ],
+        instant=True,
+        links=True,
+    )
+    d.panel(
+        "Finished runs by outcome",
+        "timeseries",
+        [(f"sum by (rb_outcome) (rate(rb_runs_total{{{AGENT}}}[$__rate_interval]))", "{{rb_outcome}}")],
+        unit="reqps",
+    )
+    return d
+
+
+def model_cost() -> Dashboard:
+    d = Dashboard("rb-otel-models", "rb-otel / Models and cost", "Tokens, latency and routing by FSM state.")
+    d.panel(
+        "Tokens by state and routed model",
+        "table",
+        [
+            (
+                f"sum by (rb_fsm_state, gen_ai_request_model) (increase("
+                f"gen_ai_client_token_usage_sum{{{AGENT_MODEL}}}[$__range]))",
+                "{{rb_fsm_state}} / {{gen_ai_request_model}}",
+            )
+        ],
+        instant=True,
+    )
+    d.panel(
+        "Tokens per second by type",
+        "timeseries",
+        [
+            (
+                "sum by (gen_ai_token_type) (rate(gen_ai_client_token_usage_"
+                'sum{gen_ai_request_model=~"$model"}[$__rate_interval]))',
+                "{{gen_ai_token_type}}",
+            )
+        ],
+    )
+    d.panel(
+        "Model-call latency",
+        "timeseries",
+        [
+            (
+                f"histogram_quantile({q}, sum by (le) (rate(gen_ai_client_operation_duration_seconds_bucket"
+                f'{{gen_ai_request_model=~"$model"}}[$__rate_interval])))',
+                f"p{int(q * 100)}",
+            )
+            for q in (0.5, 0.95, 0.99)
+        ],
+        unit="s",
+    )
+    d.panel(
+        "Routing share",
+        "piechart",
+        [
+            (
+                f"sum by (gen_ai_request_model) (increase(rb_steps_total{{{AGENT}}}"
+                f"[$__range])) / ignoring(gen_ai_request_model) group_left sum(increase(rb_steps_total{{{AGENT}}}"
+                "[$__range]))",
+                "{{gen_ai_request_model}}",
+            )
+        ],
+        unit="percentunit",
+        instant=True,
+    )
+    d.panel(
+        "Agent run duration p95",
+        "timeseries",
+        [
+            (
+                f"histogram_quantile(0.95, sum by (le, gen_ai_agent_name) ("
+                f"rate(gen_ai_invoke_agent_duration_seconds_bucket{{{AGENT}}}[$__rate_interval])))",
+                "{{gen_ai_agent_name}}",
+            )
+        ],
+        unit="s",
+    )
+    d.panel(
+        "Tool latency p95",
+        "timeseries",
+        [
+            (
+                "histogram_quantile(0.95, sum by (le, gen_ai_tool_name) (rate("
+                "gen_ai_execute_tool_duration_seconds_bucket[$__rate_interval])))",
+                "{{gen_ai_tool_name}}",
+            )
+        ],
+        unit="s",
+    )
+    return d
+
+
+def steering() -> Dashboard:
+    d = Dashboard("rb-otel-steering", "rb-otel / Steering", "Monitors, guidance injections and steering overhead.")
+    d.panel(
+        "Monitors fired",
+        "bargauge",
+        [(f"sum by (rb_monitor) (increase(rb_monitor_fired_total{{{AGENT}}}[$__range]))", "{{rb_monitor}}")],
+        instant=True,
+    )
+    d.panel(
+        "Monitor firings over time",
+        "timeseries",
+        [(f"sum by (rb_monitor) (rate(rb_monitor_fired_total{{{AGENT}}}[$__rate_interval]))", "{{rb_monitor}}")],
+    )
+    d.panel(
+        "Injections by source",
+        "piechart",
+        [
+            (
+                f"sum by (rb_injection_source) (increase(rb_injections_total{{{AGENT}}}[$__range]))",
+                "{{rb_injection_source}}",
+            )
+        ],
+        instant=True,
+    )
+    d.panel(
+        "Steering overhead per model call",
+        "timeseries",
+        [
+            (
+                f"histogram_quantile({q}, sum by (le) (rate(rb_steering_duration_seconds_bucket{{{AGENT}}}"
+                "[$__rate_interval])))",
+                f"p{int(q * 100)}",
+            )
+            for q in (0.5, 0.95)
+        ]
+        + [
+            (
+                f"sum(rate(rb_steering_duration_seconds_sum{{{AGENT}}}[$__rate_interval])) / "
+                f"sum(rate(rb_steering_duration_seconds_count{{{AGENT}}}[$__rate_interval]))",
+                "mean",
+            )
+        ],
+        unit="s",
+    )
+    return d
+
+
+DASHBOARDS = {"fsm-overview.json": fsm_overview, "models-and-cost.json": model_cost, "steering.json": steering}
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (PromQL) as literal blocks, so the rules read like the source."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _yaml(data: dict[str, Any]) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+
+def outputs() -> dict[Path, str]:
+    files = {
+        ROOT / "grafana" / "dashboards" / name: json.dumps(build().render(), indent=2) + "\n"
+        for name, build in DASHBOARDS.items()
+    }
+    header = "# Generated by grafana/generate.py from one alert definition; edit that file, not this one.\n"
+    files[ROOT / "prometheus" / "rb-otel.rules.yml"] = header + _yaml(prometheus_rules())
+    files[ROOT / "prometheus" / "rb-otel.rules.test.yml"] = header + _yaml(promtool_tests())
+    files[ROOT / "grafana" / "provisioning" / "alerting" / "rb-otel-alerts.yaml"] = header + _yaml(grafana_alerts())
+    return files
+
+
+def main() -> None:
+    for path, content in outputs().items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

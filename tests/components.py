@@ -1,0 +1,111 @@
+"""Real external components for tests: find or install them, run them on 127.0.0.1, stop them.
+
+A component that cannot be had makes the test skip with the reason; under RB_OTEL_REQUIRE_REAL=1 (CI) that skip
+is turned into a failure by the hook in conftest.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def debian_binary(binary: str, package: str) -> str:
+    """The path of ``binary``, installing Debian's ``package`` (services not started) when root can."""
+    found = shutil.which(binary)
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        policy = Path("/usr/sbin/policy-rc.d")
+        created = not policy.exists()
+        if created:
+            policy.write_text("#!/bin/sh\nexit 101\n")
+            policy.chmod(0o755)
+        try:
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            subprocess.run(
+                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package],
+                env=env,
+                check=False,
+                capture_output=True,
+                timeout=600,
+            )
+        finally:
+            if created:
+                policy.unlink(missing_ok=True)
+        found = shutil.which(binary)
+        if found:
+            return found
+    pytest.skip(f"{binary} (Debian package {package}) is not installed and could not be installed here")
+
+
+def rotel_agent() -> str:
+    try:
+        import importlib.resources as resources
+
+        import rotel  # noqa: F401
+    except ImportError:
+        pytest.skip("rotel is not installed (pip install rotel, part of the dev extra on linux x86_64)")
+    path = Path(str(resources.files("rotel") / "rotel-agent"))
+    if not path.exists():
+        pytest.skip("the rotel package has no rotel-agent binary for this platform")
+    return str(path)
+
+
+def http_json(url: str, data: bytes | None = None, timeout: float = 5.0) -> Any:
+    request = urllib.request.Request(url, data=data)
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def wait_until(check: Any, *, timeout: float, interval: float = 0.25, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except (OSError, urllib.error.URLError, ValueError, KeyError) as exc:
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last_error!r})")
+
+
+@contextlib.contextmanager
+def process(args: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``args`` with output to ``log``; terminate (then kill) it on exit."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def python_module(*args: str) -> list[str]:
+    return [sys.executable, "-m", *args]

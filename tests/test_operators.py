@@ -1,0 +1,369 @@
+"""The operators' kit, proven with real components: promtool, Prometheus, Alertmanager, rotel."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import runpy
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from components import debian_binary, free_port, http_json, process, rotel_agent, wait_until
+
+from rb_otel.telemetry import names
+
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
+RULES = ROOT / "prometheus" / "rb-otel.rules.yml"
+SERIES = {s for group in names.PROMETHEUS_SERIES.values() for s in group}
+# Prometheus label names of the contract's metric attributes
+LABELS = {
+    v.replace(".", "_")
+    for k, v in vars(names).items()
+    if k.startswith(("RB_", "GEN_AI_", "ERROR_")) and isinstance(v, str)
+} | {"le", "job", "instance"}
+VARIABLES = {"$agent": ".*", "$model": ".*", "$__rate_interval": "1m", "$__interval": "15s", "$__range": "10m"}
+
+
+def dashboard_exprs() -> list[tuple[str, str]]:
+    out = []
+    for path in DASHBOARDS:
+        for panel in json.loads(path.read_text())["panels"]:
+            out += [(f"{path.name}: {panel['title']}", t["expr"]) for t in panel["targets"]]
+    return out
+
+
+def rule_exprs() -> list[tuple[str, str]]:
+    rules = yaml.safe_load(RULES.read_text())["groups"][0]["rules"]
+    return [(r["alert"], r["expr"]) for r in rules]
+
+
+def substitute(expr: str) -> str:
+    for variable, value in VARIABLES.items():
+        expr = expr.replace(variable, value)
+    return expr
+
+
+def metric_names(expr: str) -> set[str]:
+    return {t for t in re.findall(r"\b(?:rb|gen_ai)_\w+", expr) if t not in LABELS}
+
+
+# -- static checks -----------------------------------------------------------------------------------------
+
+
+def test_generated_files_are_current() -> None:
+    generator = runpy.run_path(str(ROOT / "grafana" / "generate.py"))
+    for path, content in generator["outputs"]().items():
+        assert path.read_text() == content, f"{path} is stale: run python grafana/generate.py"
+
+
+def test_dashboards_structure() -> None:
+    provisioned = yaml.safe_load((ROOT / "grafana/provisioning/datasources/datasources.yaml").read_text())
+    uids = {d["uid"] for d in provisioned["datasources"]} | {"__expr__"}
+    assert len(DASHBOARDS) == 3
+    for path in DASHBOARDS:
+        board = json.loads(path.read_text())
+        ids = [p["id"] for p in board["panels"]]
+        assert len(ids) == len(set(ids)), f"{path.name}: duplicate panel ids"
+        refs = [p["datasource"]["uid"] for p in board["panels"]]
+        refs += [t["datasource"]["uid"] for p in board["panels"] for t in p["targets"]]
+        refs += [v["datasource"]["uid"] for v in board["templating"]["list"]]
+        assert set(refs) <= uids, f"{path.name}: unprovisioned datasource"
+        defined = {f"${v['name']}" for v in board["templating"]["list"]}
+        for panel in board["panels"]:
+            for target in panel["targets"]:
+                used = set(re.findall(r"\$[a-z_]+", target["expr"])) - {"$__rate_interval", "$__range", "$__interval"}
+                assert used <= defined, f"{path.name}/{panel['title']}: undefined variable {used - defined}"
+                unknown = metric_names(target["expr"]) - SERIES
+                assert not unknown, f"{path.name}/{panel['title']}: not in the telemetry contract: {unknown}"
+        assert any("traceql" in json.dumps(link) for link in board["links"])
+    for _, expr in rule_exprs():
+        assert not metric_names(expr) - SERIES
+
+
+def test_alert_rules_have_summary_description_and_runbook() -> None:
+    for rule in yaml.safe_load(RULES.read_text())["groups"][0]["rules"]:
+        assert {"summary", "description", "runbook", "runbook_url"} <= set(rule["annotations"]), rule["alert"]
+    grafana = yaml.safe_load((ROOT / "grafana/provisioning/alerting/rb-otel-alerts.yaml").read_text())
+    assert [r["title"] for r in grafana["groups"][0]["rules"]] == [a for a, _ in rule_exprs()]
+
+
+CONTRIB = {
+    "receivers": {"otlp", "prometheus", "hostmetrics", "filelog", "jaeger", "zipkin"},
+    "processors": {
+        "memory_limiter",
+        "batch",
+        "tail_sampling",
+        "attributes",
+        "resource",
+        "filter",
+        "transform",
+        "probabilistic_sampler",
+        "k8sattributes",
+        "resourcedetection",
+    },
+    "exporters": {"otlp", "otlphttp", "prometheus", "prometheusremotewrite", "loadbalancing", "debug", "file", "kafka"},
+    "extensions": {"health_check", "pprof", "zpages", "basicauth", "bearertokenauth"},
+}
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["collector/otelcol-contrib.yaml", "collector/gateway/agent-tier.yaml", "collector/gateway/sampling-tier.yaml"],
+)
+def test_collector_configs_are_complete(config: str) -> None:
+    cfg = yaml.safe_load((ROOT / config).read_text())
+    service = cfg["service"]
+    for name in service.get("extensions", []):
+        assert name in cfg["extensions"], f"extension {name} not defined"
+    for pipeline, spec in service["pipelines"].items():
+        for kind in ("receivers", "processors", "exporters"):
+            for name in spec.get(kind, []):
+                assert name in cfg[kind], f"{pipeline}: {kind[:-1]} {name} not defined"
+                assert name.split("/")[0] in CONTRIB[kind], f"{name} is not a contrib {kind[:-1]}"
+    for kind in ("receivers", "exporters", "extensions"):
+        for name, spec in (cfg.get(kind) or {}).items():
+            for endpoint in re.findall(r"'endpoint': '([^']+)'", str(spec)):
+                assert re.match(r"^(https?://)?[\w.\-]+:\d+", endpoint), f"{name}: endpoint without host:port"
+
+
+def test_docker_compose_pins_images_and_has_no_default_password() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        image = service["image"]
+        assert ":" in image and not image.endswith(":latest"), f"{name}: unpinned image {image}"
+        for port in service.get("ports", []):
+            assert port.startswith("127.0.0.1:"), f"{name}: {port} published beyond loopback"
+    password = compose["services"]["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"]
+    assert password.startswith("${GRAFANA_ADMIN_PASSWORD:?")
+
+
+def test_promtool_checks_and_unit_tests() -> None:
+    promtool = debian_binary("promtool", "prometheus")
+    check = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 5 rules found" in check.stdout
+    unit = subprocess.run(
+        [promtool, "test", "rules", "rb-otel.rules.test.yml"], cwd=RULES.parent, capture_output=True, text=True
+    )
+    assert unit.returncode == 0, unit.stdout + unit.stderr
+    tests = yaml.safe_load((RULES.parent / "rb-otel.rules.test.yml").read_text())["tests"]
+    tested = {check["alertname"] for t in tests for check in t["alert_rule_test"] if check["exp_alerts"]}
+    assert tested == {a for a, _ in rule_exprs()}  # every alert has a firing case
+
+
+# -- Prometheus and Alertmanager on the demo's real metrics --------------------------------------------------
+
+
+def _demo_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    return env
+
+
+def test_prometheus_scrapes_the_demo_every_expression_has_data_and_skip_fires(tmp_path: Path) -> None:
+    prometheus = debian_binary("prometheus", "prometheus")
+    alertmanager = debian_binary("prometheus-alertmanager", "prometheus-alertmanager")
+    demo_port, prom_port, am_port = free_port(), free_port(), free_port()
+    (tmp_path / "am.yml").write_text("route:\n  receiver: default\nreceivers:\n  - name: default\n")
+    (tmp_path / "prometheus.yml").write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(RULES)],
+                "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
+                "scrape_configs": [
+                    {"job_name": "rb-otel", "static_configs": [{"targets": [f"127.0.0.1:{demo_port}"]}]}
+                ],
+            }
+        )
+    )
+    demo = [
+        sys.executable,
+        "-m",
+        "rb_otel.cli",
+        "demo",
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+        "--prometheus-port",
+        str(demo_port),
+        "--repeat",
+        "2",
+        "--hold",
+        "90",
+    ]
+    am = [
+        alertmanager,
+        f"--config.file={tmp_path / 'am.yml'}",
+        f"--storage.path={tmp_path / 'am'}",
+        f"--web.listen-address=127.0.0.1:{am_port}",
+        "--cluster.listen-address=",
+    ]
+    prom = [
+        prometheus,
+        f"--config.file={tmp_path / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{prom_port}",
+    ]
+    base = f"http://127.0.0.1:{prom_port}/api/v1"
+
+    def query(expr: str) -> dict[str, Any]:
+        body = urllib.parse.urlencode({"query": expr}).encode()
+        return http_json(f"{base}/query", data=body)  # type: ignore[no-any-return]
+
+    with (
+        process(am, tmp_path / "am.log"),
+        process(prom, tmp_path / "prom.log"),
+        process(demo, tmp_path / "demo.log", env=_demo_env()),
+    ):
+        wait_until(lambda: query("rb_steps_total")["data"]["result"], timeout=60, what="the first scrape")
+        wait_until(
+            lambda: query('rb_runs_total{gen_ai_agent_name="demo-tool-error"}')["data"]["result"],
+            timeout=60,
+            what="all demo runs",
+        )
+        time.sleep(8)  # several scrapes, so rates over [1m] have at least two samples
+        for where, expr in dashboard_exprs():
+            answer = query(substitute(expr))
+            assert answer["status"] == "success", where
+            assert answer["data"]["result"], f"{where}: no data for {expr}"
+        for alert, expr in rule_exprs():
+            assert query(expr)["status"] == "success", alert
+            for metric in metric_names(expr):
+                selectors = re.findall(rf"\b{metric}(?:\{{[^}}]*\}})?", expr)
+                for selector in selectors:
+                    assert query(selector)["data"]["result"], f"{alert}: no data for {selector}"
+        for variable in ("gen_ai_agent_name", "gen_ai_request_model"):
+            values = http_json(f"{base}/label/{variable}/values")["data"]
+            assert values, f"dashboard variable {variable} resolves to nothing"
+        assert {"demo-easy", "demo-stalled"} <= set(http_json(f"{base}/label/gen_ai_agent_name/values")["data"])
+
+        def skip_alert_firing() -> bool:
+            alerts = http_json(f"http://127.0.0.1:{am_port}/api/v2/alerts")
+            return any(
+                a["labels"].get("alertname") == "RbOtelRunEnteredSkip"
+                and a["labels"].get("gen_ai_agent_name") == "demo-stalled"
+                and a["status"]["state"] == "active"
+                for a in alerts
+            )
+
+        wait_until(skip_alert_firing, timeout=60, what="RbOtelRunEnteredSkip in Alertmanager")
+        rules = http_json(f"{base}/rules")["data"]["groups"][0]["rules"]
+        states = {r["name"]: r["state"] for r in rules}
+        assert states["RbOtelRunEnteredSkip"] == "firing"
+        assert states["RbOtelTelemetrySilent"] == "inactive"
+
+
+# -- rotel, the local collector ----------------------------------------------------------------------------
+
+
+class _OtlpSink(BaseHTTPRequestHandler):
+    """A real OTLP/HTTP receiver: decodes the protobuf requests rotel forwards."""
+
+    received: list[Any] = []
+
+    def do_POST(self) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path.endswith("/v1/traces"):
+            if self.headers.get("Content-Encoding") == "gzip":
+                import gzip
+
+                body = gzip.decompress(body)
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            self.received.append(request)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def otlp_sink() -> Iterator[tuple[int, list[Any]]]:
+    _OtlpSink.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OtlpSink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], _OtlpSink.received
+    server.shutdown()
+
+
+def test_rotel_receives_the_demo_over_otlp_grpc_and_forwards_it(
+    tmp_path: Path, otlp_sink: tuple[int, list[Any]]
+) -> None:
+    agent = rotel_agent()
+    sink_port, received = otlp_sink
+    grpc_port, http_port = free_port(), free_port()
+    rotel = [
+        agent,
+        "start",
+        "--otlp-grpc-endpoint",
+        f"127.0.0.1:{grpc_port}",
+        "--otlp-http-endpoint",
+        f"127.0.0.1:{http_port}",
+        "--exporter",
+        "otlp",
+        "--otlp-exporter-endpoint",
+        f"http://127.0.0.1:{sink_port}",
+        "--otlp-exporter-protocol",
+        "http",
+        "--batch-timeout",
+        "200ms",
+    ]
+    env = {
+        **_demo_env(),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{grpc_port}",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+    with process(rotel, tmp_path / "rotel.log"):
+        wait_until(lambda: _listening(grpc_port), timeout=20, what="rotel's gRPC receiver")
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rb_otel.cli",
+                "demo",
+                "--out",
+                str(tmp_path / "out"),
+                "--scenario",
+                "stalled",
+                "--quiet",
+            ],
+            env=env,
+            timeout=180,
+        )
+        assert done.returncode == 0
+
+        def spans() -> list[Any]:
+            return [s for r in received for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+
+        wait_until(lambda: any(s.name.startswith("invoke_agent") for s in spans()), timeout=30, what="forwarded spans")
+    names_seen = [s.name for s in spans()]
+    assert names_seen.count("invoke_agent demo-stalled") == 1
+    assert sum(n.startswith("chat ") for n in names_seen) == 45
+    root = next(s for s in spans() if s.name.startswith("invoke_agent"))
+    attrs = {a.key: a.value for a in root.attributes}
+    assert attrs["rb.max_state"].string_value == "SKIP" and attrs["rb.entered_skip"].bool_value
+    assert all(s.trace_id == root.trace_id for s in spans() if not s.name.startswith("demo "))
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0

@@ -20,8 +20,8 @@ demo: $(STAMP)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check rb_otel tests benchmarks
-	$(BIN)/ruff format --check rb_otel tests benchmarks
+	$(BIN)/ruff check rb_otel tests benchmarks grafana
+	$(BIN)/ruff format --check rb_otel tests benchmarks grafana
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

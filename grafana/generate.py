@@ -317,7 +317,7 @@ class Dashboard:
     def render(self) -> dict[str, Any]:
         def variable(name: str, label: str) -> dict[str, Any]:
             return {
-                "name": name.split("_")[0] if name != "gen_ai_request_model" else "model",
+                "name": name.split("_", maxsplit=1)[0] if name != "gen_ai_request_model" else "model",
                 "label": label,
                 "type": "query",
                 "datasource": {"type": "prometheus", "uid": PROM_UID},

@@ -60,7 +60,7 @@ def debian_binary(binary: str, package: str) -> str:
 
 def rotel_agent() -> str:
     try:
-        import importlib.resources as resources
+        from importlib import resources
 
         import rotel  # noqa: F401
     except ImportError:

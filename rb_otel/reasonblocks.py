@@ -7,17 +7,18 @@ with a clear message instead of deep inside an agent run.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
 
+from rb_otel.steering.emitters import FanOutEmitter
 from rb_otel.steering.etraces.store import PatternStore
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import BaseInjection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
 from rb_otel.steering.monitors.profiles import resolve_weights
+from rb_otel.steering.remote import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
 from rb_otel.steering.scoring import score_step as _score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
@@ -35,9 +36,11 @@ _log = logging.getLogger("rb_otel")
 class ReasonBlocks:
     """Steering for LangChain agents, exported as OpenTelemetry.
 
-    With no ``api_key``/``base_url`` everything runs embedded (local monitors, the shipped pattern library);
-    nothing is sent anywhere but the OpenTelemetry providers (``tracer_provider``/``meter_provider``, else the
-    global ones). ``live_streaming_enabled=False`` turns export off; step logs still fill.
+    With no ``api_key`` everything runs embedded (local monitors, the shipped pattern library); nothing is sent
+    anywhere but the OpenTelemetry providers (``tracer_provider``/``meter_provider``, else the global ones).
+    With an ``api_key``, monitors and patterns come from rb-api (``base_url``, else ``REASONBLOCKS_BASE_URL``),
+    failing open to the embedded ones within ``steering_budget_s`` per step; ``export_runs_to_api=True`` also
+    sends run events to rb-api's run endpoints. ``live_streaming_enabled=False`` turns export off.
     """
 
     score_step = staticmethod(_score_step)
@@ -61,6 +64,8 @@ class ReasonBlocks:
         monitor_backend: MonitorBackend | None = None,
         pattern_store: PatternStore | None = None,
         score_fn: Callable[[str], float] | None = None,
+        steering_budget_s: float = 2.0,
+        export_runs_to_api: bool = False,
     ) -> None:
         if api_key is not None and not isinstance(api_key, str):
             raise TypeError("api_key must be a str or None")
@@ -71,10 +76,22 @@ class ReasonBlocks:
         resolve_weights(task_profile, monitor_weights)  # unknown profile or bad weight: fail now
         if score_fn is not None and not callable(score_fn):
             raise TypeError("score_fn must be callable")
+        if not steering_budget_s > 0:
+            raise ValueError(f"steering_budget_s must be positive, got {steering_budget_s!r}")
         self._api_key = api_key
-        self.base_url = (base_url or os.environ.get("REASONBLOCKS_BASE_URL") or "").rstrip("/") or None
-        if api_key or base_url:
-            _log.warning("rb-api backends are not available in this version; steering runs embedded")
+        self.steering_budget_s = steering_budget_s
+        self.client: RbApiClient | None = None
+        self.run_exporter: RbApiRunExporter | None = None
+        if api_key:
+            # rb-api: remote monitors and patterns, failing open to the embedded ones within the step budget.
+            self.client = RbApiClient(RemoteConfig(api_key=api_key, base_url=base_url or ""))
+            monitor_backend = monitor_backend or HttpMonitorBackend(self.client)
+            pattern_store = pattern_store or HttpPatternStore(self.client)
+            if export_runs_to_api and live_streaming_enabled:
+                self.run_exporter = RbApiRunExporter(self.client)
+        elif base_url:
+            _log.warning("base_url is set but no api_key: steering runs embedded")
+        self.base_url = self.client.config.base_url if self.client else None
         del monitor_names  # accepted for backward compatibility and ignored (spec 1.1)
         self.token_budget = token_budget
         TraceStateManager(token_budget=token_budget)  # validates the budget
@@ -139,10 +156,17 @@ class ReasonBlocks:
             state_manager=TraceStateManager(run_id, token_budget=self.token_budget),
             injections=self.new_injections(),
             model_routing=self.router.ids if self._router is not None else None,
-            emitter=emitter,
+            emitter=self._with_api_events(emitter),
             run_id=run_id,
             run_metadata=metadata,
+            step_budget_s=self.steering_budget_s if self.client is not None else None,
         )
+
+    def _with_api_events(self, emitter: StepEmitter | None) -> StepEmitter | None:
+        if self.run_exporter is None:
+            return emitter
+        api = self.run_exporter.for_run()
+        return FanOutEmitter([emitter, api]) if emitter is not None else api
 
     def session(
         self,
@@ -168,7 +192,7 @@ class ReasonBlocks:
             metadata=metadata,
         )
         self.telemetry.instruments.init_skip_series(agent_name)
-        session.emitter = self.telemetry.run(info)
+        session.emitter = self._with_api_events(self.telemetry.run(info))
         return session
 
     def middleware(
@@ -199,6 +223,14 @@ class ReasonBlocks:
             project_id=project_id,
             metadata=metadata,
         )
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Drain the rb-api run exporter (if any), flush the providers and close the HTTP client."""
+        if self.run_exporter is not None:
+            self.run_exporter.close(timeout)
+        self.flush(timeout)
+        if self.client is not None:
+            self.client.close()
 
     def flush(self, timeout: float = 5.0) -> None:
         """Force-flush the providers in use, when they support it (the SDK's do)."""

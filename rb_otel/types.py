@@ -218,6 +218,8 @@ class MonitorEvaluation:
     composite: float = 0.0
     failure_type: str | None = None
     intervention_source: str | None = None
+    #: Set when the configured backend failed and this result is a fallback (not part of the wire shape).
+    degraded: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The wire shape of spec 5.2."""

@@ -10,8 +10,9 @@ import functools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from rb_otel.steering.calls import RemoteCallObserver
 from rb_otel.steering.etraces.store import (
     InMemoryPatternStore,
     PatternStore,
@@ -52,6 +53,10 @@ class StepContext:
     evaluation: MonitorEvaluation | None = None
     eval_history: list[MonitorEvaluation] = field(default_factory=list)
     e1_gate_open: bool = True
+    deadline: float | None = None
+    observer: RemoteCallObserver | None = None
+    #: What went wrong this step (a failed backend): ends up in the entry's ``skipped_reason``.
+    notes: list[str] = field(default_factory=list)
 
 
 class BaseInjection:
@@ -90,12 +95,19 @@ class MonitorSteeringInjection(BaseInjection):
             steps=ctx.trace_steps,
             weights=ctx.monitor_weights,
             task=ctx.task,
+            step=ctx.step,
+            deadline=ctx.deadline,
+            observer=ctx.observer,
         )
         try:
-            return self.backend.evaluate(request)
+            evaluation = self.backend.evaluate(request)
         except Exception as exc:  # a backend must never break the agent
             _log.warning("monitor evaluation failed, continuing without it: %s", _describe(exc))
+            ctx.notes.append(f"monitors unavailable ({type(exc).__name__})")
             return MonitorEvaluation()
+        if evaluation.degraded:
+            ctx.notes.append(evaluation.degraded)
+        return evaluation
 
     def retrieve(self, ctx: StepContext) -> list[PendingInjection]:
         evaluation = ctx.evaluation
@@ -139,6 +151,7 @@ class _RetrievalInjection(BaseInjection):
             traces = self.store.retrieve(query)
         except Exception as exc:
             _log.warning("%s retrieval failed, no guidance this step: %s", self.tier.upper(), _describe(exc))
+            ctx.notes.append(f"{self.tier.upper()} retrieval failed ({getattr(exc, 'kind', type(exc).__name__)})")
             return []
         return [self._pending(t) for t in traces]
 
@@ -162,7 +175,9 @@ class E1Injection(_RetrievalInjection):
     def query(self, ctx: StepContext) -> RetrievalQuery | None:
         if not ctx.e1_gate_open:
             return None
-        return RetrievalQuery(tier="e1", context="\n".join(ctx.thoughts[-3:]), top_k=self.top_k, model=ctx.model)
+        return RetrievalQuery(
+            tier="e1", context="\n".join(ctx.thoughts[-3:]), top_k=self.top_k, model=ctx.model, **_call_fields(ctx)
+        )
 
 
 class E2Injection(_RetrievalInjection):
@@ -179,6 +194,7 @@ class E2Injection(_RetrievalInjection):
             top_k=self.top_k,
             model=ctx.model,
             failure_type=failure_type or None,
+            **_call_fields(ctx),
         )
 
 
@@ -192,7 +208,11 @@ class E3Injection(_RetrievalInjection):
     bypassed_in_fast = False
 
     def query(self, ctx: StepContext) -> RetrievalQuery | None:
-        return RetrievalQuery(tier="e3", context="", top_k=self.top_k, model=ctx.model)
+        return RetrievalQuery(tier="e3", context="", top_k=self.top_k, model=ctx.model, **_call_fields(ctx))
+
+
+def _call_fields(ctx: StepContext) -> dict[str, Any]:
+    return {"step": ctx.step, "deadline": ctx.deadline, "observer": ctx.observer}
 
 
 def _describe(exc: BaseException) -> str:

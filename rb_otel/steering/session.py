@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
+from rb_otel.steering.calls import RemoteCallObserver
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.guardrails import DEFAULT_E1_GATE_COMPOSITE, e1_gate_open
 from rb_otel.steering.injections import BaseInjection, MonitorSteeringInjection, StepContext
@@ -93,6 +94,7 @@ def _preview(value: Any, limit: int) -> str | None:
 class SteeringSession:
     """The steering pipeline for one run.
 
+    ``step_budget_s`` bounds the time remote backends may take per step (they fail open once it is spent).
     ``score_fn`` maps a thought to a difficulty in [0, 1]: a non-finite result counts as 0.5 and an out-of-range
     one is clamped (both logged); a non-number raises ``TypeError``. ``model_routing`` maps FSM states to model
     ids; the session only reports ``model_override``, the integration swaps the model.
@@ -109,6 +111,7 @@ class SteeringSession:
         emitter: StepEmitter | None = None,
         run_id: str | None = None,
         run_metadata: Mapping[str, Any] | None = None,
+        step_budget_s: float | None = None,
     ) -> None:
         if not callable(score_fn):
             raise TypeError("score_fn must be callable")
@@ -119,6 +122,9 @@ class SteeringSession:
         bad = [type(i).__name__ for i in injections if not isinstance(i, BaseInjection)]
         if bad:
             raise TypeError(f"injections must be BaseInjection instances, got {', '.join(bad)}")
+        if step_budget_s is not None and not step_budget_s > 0:
+            raise ValueError(f"step_budget_s must be positive, got {step_budget_s!r}")
+        self.step_budget_s = step_budget_s
         self.score_fn = score_fn
         self.fsm = fsm
         self.state_manager = state_manager
@@ -343,6 +349,8 @@ class SteeringSession:
             task=str(meta.get("task", "") or ""),
             task_profile=str(meta.get("task_profile", "coding") or "coding"),
             monitor_weights=meta.get("monitor_weights"),
+            deadline=None if self.step_budget_s is None else time.monotonic() + self.step_budget_s,
+            observer=self.emitter if isinstance(self.emitter, RemoteCallObserver) else None,
         )
         if not first_call and self._monitors:
             evaluation = self._monitors[0].evaluate(ctx)
@@ -370,6 +378,8 @@ class SteeringSession:
                 pending.extend(injection.retrieve(ctx))
             except Exception as exc:  # a custom injection must not break the step
                 _log.warning("%s failed, continuing without it: %s", injection.source, type(exc).__name__)
+        if ctx.notes:  # a degraded step is visible in the step log and on its span
+            entry.skipped_reason = "; ".join([entry.skipped_reason, *ctx.notes] if entry.skipped_reason else ctx.notes)
         return pending, ctx.evaluation
 
     def _remember(self, evaluation: MonitorEvaluation) -> None:

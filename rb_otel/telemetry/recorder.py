@@ -11,10 +11,11 @@ Every method is called on the agent's thread and must not raise: failures are lo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from rb_otel.steering.calls import OP_MONITORS_EVALUATE, CallNote
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.instruments import Instruments
@@ -365,6 +367,27 @@ class RunRecorder:
             )
         finally:
             live.span.end()
+
+    # -- remote steering calls ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def remote_call(self, operation: str, *, step: int, tier: str | None, server: str) -> Iterator[CallNote]:
+        """A ``rb.monitors.evaluate`` / ``rb.etraces.retrieve`` span around one rb-api call."""
+        name = n.SPAN_MONITORS_EVALUATE if operation == OP_MONITORS_EVALUATE else n.SPAN_ETRACES_RETRIEVE
+        attrs: Attributes = {n.RB_STEP: step, n.SERVER_ADDRESS: server}
+        if tier:
+            attrs[n.RB_ETRACE_TIER] = tier
+        span = self._tracer.start_span(name, context=self.context, kind=SpanKind.CLIENT, attributes=attrs)
+        note = CallNote()
+        try:
+            yield note
+        finally:
+            if note.count is not None:
+                span.set_attribute(n.RB_ETRACE_COUNT, note.count)
+            if note.error:
+                span.set_attribute(n.ERROR_TYPE, note.error)
+                span.set_status(Status(StatusCode.ERROR, note.error))
+            span.end()
 
     # -- tools -------------------------------------------------------------------------------------------
 

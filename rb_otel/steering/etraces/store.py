@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from rb_otel.steering.calls import RemoteCallObserver
 from rb_otel.steering.etraces.embeddings import EmbeddingsLike, HashingEmbeddings
 from rb_otel.types import ETrace
 
@@ -44,6 +45,9 @@ class RetrievalQuery:
     top_k: int = 5
     model: str = ""
     failure_type: str | None = None
+    step: int = 0
+    deadline: float | None = None
+    observer: RemoteCallObserver | None = None
 
     def __post_init__(self) -> None:
         if self.tier not in TIERS:

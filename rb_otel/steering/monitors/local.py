@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from rb_otel.steering.calls import RemoteCallObserver
 from rb_otel.steering.monitors.features import FeatureCache
 from rb_otel.steering.monitors.profiles import V1_MONITORS, resolve_weights
 from rb_otel.steering.monitors.v1 import V1_SCORERS, task_words_of
@@ -55,6 +56,10 @@ class MonitorRequest:
     steps: Sequence[StepRecord]
     weights: Mapping[str, float] | None = None
     task: str = ""
+    step: int = 0
+    #: ``time.monotonic()`` by which a remote backend must have answered (the step's steering budget).
+    deadline: float | None = None
+    observer: RemoteCallObserver | None = None
 
 
 @runtime_checkable

@@ -1,0 +1,58 @@
+"""Combining emitters: one run's events to several sinks (OpenTelemetry and, optionally, rb-api)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from rb_otel.steering.calls import CallNote, RemoteCallObserver
+from rb_otel.steering.session import StepEmitter
+from rb_otel.types import StepLogEntry
+
+__all__ = ["FanOutEmitter"]
+
+_log = logging.getLogger("rb_otel.steering")
+
+
+class FanOutEmitter:
+    """Sends every event to each emitter in order; one failing emitter never stops the others."""
+
+    def __init__(self, emitters: Sequence[StepEmitter]) -> None:
+        self.emitters = list(emitters)
+
+    def _each(self, method: str, *args: Any, **kwargs: Any) -> None:
+        for emitter in self.emitters:
+            try:
+                getattr(emitter, method)(*args, **kwargs)
+            except Exception:
+                _log.warning("emitter %s failed in %s; continuing", type(emitter).__name__, method, exc_info=True)
+
+    def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+        self._each("run_start", run_id, metadata)
+
+    def step(
+        self, run_id: str, entry: StepLogEntry, *, steering_ms: float | None = None, composite: float | None = None
+    ) -> None:
+        self._each("step", run_id, entry, steering_ms=steering_ms, composite=composite)
+
+    def run_finish(self, run_id: str, outcome: str) -> None:
+        self._each("run_finish", run_id, outcome)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._each("close", timeout)
+
+    def remote_call(
+        self, operation: str, *, step: int, tier: str | None, server: str
+    ) -> AbstractContextManager[CallNote]:
+        for emitter in self.emitters:
+            if isinstance(emitter, RemoteCallObserver):
+                return emitter.remote_call(operation, step=step, tier=tier, server=server)
+        return _plain_note()
+
+
+@contextlib.contextmanager
+def _plain_note() -> Iterator[CallNote]:
+    yield CallNote()

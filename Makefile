@@ -40,4 +40,4 @@ wheel: $(STAMP)
 	$(BIN)/python -m pip wheel --no-deps --wheel-dir dist .
 
 clean:
-	rm -rf $(VENV) out dist build .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .phoenix-venv out dist build .pytest_cache .mypy_cache .ruff_cache .hypothesis

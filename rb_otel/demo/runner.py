@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -67,6 +68,16 @@ def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedCha
     return RunResult(scenario.name, scenario.description, run_id, outcome, list(steps), trace_id)
 
 
+def _write_step_logs(path: Path, results: Sequence[RunResult]) -> None:
+    """The runs' step logs in the ``steplog`` import format (a header line per run, then its entries)."""
+    with path.open("w", encoding="utf-8") as handle:
+        for r in results:
+            header = {"run_id": r.run_id, "agent_name": f"demo-{r.name}", "outcome": r.outcome, "trace_id": r.trace_id}
+            handle.write(json.dumps(header) + "\n")
+            for entry in r.steps:
+                handle.write(json.dumps(entry.as_dict()) + "\n")
+
+
 def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunResult]:
     """Run every selected scenario; returns the results (the report and files are written too)."""
     say: Callable[[str], None] = (lambda s: None) if options.quiet else (lambda s: print(s, file=stream, flush=True))
@@ -108,7 +119,8 @@ def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunRe
                     say(format_table(result))
         report = out / "report.html"
         report.write_text(html_report(results), encoding="utf-8")
-        say(f"report: {report}")
+        _write_step_logs(out / "steplogs.jsonl", results)
+        say(f"report: {report}  step logs: {out / 'steplogs.jsonl'}")
         if options.hold_seconds > 0:
             say(f"serving metrics for {options.hold_seconds:.0f} s more ...")
             time.sleep(options.hold_seconds)

@@ -13,12 +13,14 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -109,3 +111,38 @@ def process(args: list[str], log: Path, env: dict[str, str] | None = None) -> It
 
 def python_module(*args: str) -> list[str]:
     return [sys.executable, "-m", *args]
+
+
+class OtlpSink(BaseHTTPRequestHandler):
+    """A real OTLP/HTTP receiver: decodes the protobuf requests rotel forwards."""
+
+    received: ClassVar[list[Any]] = []
+
+    def do_POST(self) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path.endswith("/v1/traces"):
+            if self.headers.get("Content-Encoding") == "gzip":
+                import gzip
+
+                body = gzip.decompress(body)
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            self.received.append(request)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def otlp_sink() -> Iterator[tuple[int, list[Any]]]:
+    OtlpSink.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), OtlpSink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], OtlpSink.received
+    server.shutdown()

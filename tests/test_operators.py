@@ -8,13 +8,10 @@ import re
 import runpy
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import yaml
@@ -269,41 +266,6 @@ def test_prometheus_scrapes_the_demo_every_expression_has_data_and_skip_fires(tm
 
 
 # -- rotel, the local collector ----------------------------------------------------------------------------
-
-
-class _OtlpSink(BaseHTTPRequestHandler):
-    """A real OTLP/HTTP receiver: decodes the protobuf requests rotel forwards."""
-
-    received: ClassVar[list[Any]] = []
-
-    def do_POST(self) -> None:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if self.path.endswith("/v1/traces"):
-            if self.headers.get("Content-Encoding") == "gzip":
-                import gzip
-
-                body = gzip.decompress(body)
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            self.received.append(request)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def otlp_sink() -> Iterator[tuple[int, list[Any]]]:
-    _OtlpSink.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _OtlpSink)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1], _OtlpSink.received
-    server.shutdown()
 
 
 def test_rotel_receives_the_demo_over_otlp_grpc_and_forwards_it(

@@ -29,6 +29,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
+from rb_otel.telemetry.export import CountingSpanExporter
 from rb_otel.telemetry.otlp_json import OtlpJsonMetricExporter, OtlpJsonSpanExporter
 
 __all__ = ["Providers", "configure"]
@@ -48,6 +49,7 @@ class Providers:
     meter_provider: MeterProvider
     descriptions: list[str] = field(default_factory=list)
     prometheus_port: int | None = None
+    span_exporter: CountingSpanExporter | None = None  # exported / dropped counts
 
     def shutdown(self) -> None:
         for provider in (self.tracer_provider, self.meter_provider):
@@ -148,8 +150,10 @@ def configure(
 
     tracer_provider = TracerProvider(resource=resource)
     span_exporter = _span_exporter(traces_kind, Path(traces_file) if traces_file else None)
+    counting = None
     if span_exporter is not None:
-        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        counting = CountingSpanExporter(span_exporter)
+        tracer_provider.add_span_processor(BatchSpanProcessor(counting))
         descriptions.append(f"traces -> {traces_kind if traces_kind != 'file' else traces_file}")
 
     readers: list[MetricReader] = []
@@ -164,4 +168,4 @@ def configure(
             readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=metric_interval_ms))
             descriptions.append(f"metrics -> {metrics_kind if metrics_kind != 'file' else metrics_file}")
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    return Providers(tracer_provider, meter_provider, descriptions, served_port)
+    return Providers(tracer_provider, meter_provider, descriptions, served_port, counting)

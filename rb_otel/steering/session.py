@@ -130,6 +130,8 @@ class SteeringSession:
         self.state_manager = state_manager
         self.injections = list(injections)
         self.model_routing = {s: str(v) for s, v in parse_model_routing(model_routing).items()}
+        self._emitter: StepEmitter | None = None
+        self._observer: RemoteCallObserver | None = None
         self.emitter = emitter
         self.run_id = run_id or state_manager.trace_id
         self.run_metadata: dict[str, Any] = dict(run_metadata or {})
@@ -148,6 +150,16 @@ class SteeringSession:
         self._failure_reason: str | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
+
+    @property
+    def emitter(self) -> StepEmitter | None:
+        return self._emitter
+
+    @emitter.setter
+    def emitter(self, value: StepEmitter | None) -> None:
+        # Decided once here: a runtime-checkable Protocol isinstance is too slow for every step.
+        self._emitter = value
+        self._observer = value if isinstance(value, RemoteCallObserver) else None
 
     @property
     def state(self) -> FSMState:
@@ -350,7 +362,7 @@ class SteeringSession:
             task_profile=str(meta.get("task_profile", "coding") or "coding"),
             monitor_weights=meta.get("monitor_weights"),
             deadline=None if self.step_budget_s is None else time.monotonic() + self.step_budget_s,
-            observer=self.emitter if isinstance(self.emitter, RemoteCallObserver) else None,
+            observer=self._observer,
         )
         if not first_call and self._monitors:
             evaluation = self._monitors[0].evaluate(ctx)

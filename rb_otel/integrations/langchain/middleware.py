@@ -420,9 +420,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             else:  # could not be built: the call keeps the agent's model, and the step log says so
                 decision.model_override = None
         identity = identify_model(model) if model is not request.model else own_model
-        base: list[dict[str, Any]] = (
-            [dict(b) for b in request.system_message.content_blocks] if request.system_message is not None else []
-        )
+        base = _base_blocks(request.system_message)
         blocks = system_blocks(
             base, decision.rendered_injection_text, cache_control=identity.provider not in NO_CACHE_CONTROL
         )
@@ -515,6 +513,23 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             run.recorder.end_tool(tool, error=None if isinstance(error, GraphBubbleUp) else error)
         except Exception:
             _log.warning("recording the failed tool call failed", exc_info=True)
+
+
+_BASE_BLOCKS: dict[int, tuple[SystemMessage, list[dict[str, Any]]]] = {}
+
+
+def _base_blocks(message: SystemMessage | None) -> list[dict[str, Any]]:
+    """The system message's content blocks; cached by identity (an agent sends the same message every call)."""
+    if message is None:
+        return []
+    hit = _BASE_BLOCKS.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    blocks = [dict(b) for b in message.content_blocks]
+    if len(_BASE_BLOCKS) > 256:
+        _BASE_BLOCKS.clear()
+    _BASE_BLOCKS[id(message)] = (message, blocks)
+    return blocks
 
 
 def _detach(token: object | None) -> None:

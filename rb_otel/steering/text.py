@@ -73,7 +73,7 @@ def tokens(text: str) -> Tokens:
     if last.text is text:
         return last.tokens
     lowered = text.lower()
-    result = Tokens(lowered, [w for w in (t.strip(PUNCTUATION) for t in lowered.split()) if w])
+    result = Tokens(lowered, [w for t in lowered.split() if (w := t.strip(PUNCTUATION))])
     last.tokens, last.text = result, text
     return result
 

@@ -81,8 +81,8 @@ def _claims(thought: str) -> frozenset[tuple[str, str, bool]]:
 
 
 def _paths(text: str) -> frozenset[str]:
-    tokens = (t.strip(_PUNCT) for t in text.split())
-    return frozenset(t for t in tokens if ("/" in t and len(t) > 1) or ("." in t and _DOTTED.fullmatch(t)))
+    words = [w for t in text.split() if (w := t.strip(_PUNCT)) and ("/" in w or "." in w)]
+    return frozenset(w for w in words if ("/" in w and len(w) > 1) or ("." in w and _DOTTED.fullmatch(w)))
 
 
 @dataclass(frozen=True, slots=True)

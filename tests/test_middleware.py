@@ -497,3 +497,32 @@ def test_routing_to_a_model_that_cannot_be_built_keeps_the_agents_model(
     assert all(e.model_id == "" for e in mw.step_log)
     assert {dict(s.attributes or {})["gen_ai.request.model"] for s in otel.spans("chat ")} == {"scripted-1"}
     assert sum("cannot build routed model" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_innermost_placement_gives_one_chat_span_per_fallback_attempt(otel: Otel) -> None:
+    from langchain.agents.middleware import ModelFallbackMiddleware
+
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    primary = ScriptedChatModel(script=calc_script(1), model_name="primary-1", raise_on_call=0)
+    backup = ScriptedChatModel(script=calc_script(1), model_name="backup-1")
+    mw = rb.middleware(agent_name="calc")
+    agent = create_agent(primary, [add], middleware=[ModelFallbackMiddleware(backup), mw])
+    out = agent.invoke({"messages": [("user", "x")]})
+    assert out["messages"][-1].content == "The answer is 30."
+    chats = [(s.name, s.status.status_code) for s in sorted(otel.spans("chat "), key=lambda s: s.start_time)]
+    assert chats[0] == ("chat primary-1", StatusCode.ERROR)
+    assert ("chat backup-1", StatusCode.UNSET) in chats
+    # the failed attempt is a span with rb.step 0, not a step-log entry; the call index keeps counting (spec 2.2: k)
+    assert [e.step for e in mw.step_log] == [1, 2]
+    assert otel.spans("chat primary-1")[0].attributes["rb.step"] == 0
+
+
+def test_ttl_sweep_closes_runs_nobody_finished(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    mw = rb.middleware(agent_name="calc")
+    run = mw._open_run()
+    mw._runs.ttl = 0.0
+    assert mw._runs.sweep(mw._expire, now=run.touched + 1.0, every=0.0) == 1
+    assert mw.active_runs == 0
+    assert outcome(otel)[0] == "failure: expired"
+    assert otel.metric_sum("rb.runs.active") == 0

@@ -31,10 +31,11 @@ unit: $(STAMP)
 	@$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
-## bench: steering-core and middleware overhead benchmarks (numbers, not assertions)
+## bench: steering core, middleware overhead, and rb-otel vs peers in fresh processes (numbers, not assertions)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_steering.py
 	$(BIN)/python benchmarks/bench_middleware.py
+	$(BIN)/python benchmarks/compare.py
 
 wheel: $(STAMP)
 	$(BIN)/python -m pip wheel --no-deps --wheel-dir dist .

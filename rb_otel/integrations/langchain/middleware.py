@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import ExtendedModelResponse, OmitFromInput, PrivateStateAttr
+from langchain.agents.middleware.types import ExtendedModelResponse, OmitFromInput
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
@@ -64,7 +64,6 @@ class RBState(AgentState[Any]):
 
     rb_run_id: NotRequired[Annotated[str, OmitFromInput]]
     rb_step_log: NotRequired[Annotated[list[dict[str, Any]], OmitFromInput]]
-    rb_internal: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
 
 
 def _reply(response: ModelResult) -> AIMessage | None:

@@ -6,15 +6,35 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from rb_otel.steering.calls import CallNote, RemoteCallObserver
-from rb_otel.steering.session import StepEmitter
 from rb_otel.types import StepLogEntry
 
-__all__ = ["FanOutEmitter"]
+__all__ = ["FanOutEmitter", "StepEmitter"]
 
 _log = logging.getLogger("rb_otel.steering")
+
+
+@runtime_checkable
+class StepEmitter(Protocol):
+    """Receives a run's events. Called synchronously on the agent's thread, so it must not block or throw
+    (the session logs and drops any exception it raises)."""
+
+    def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
+
+    def step(
+        self,
+        run_id: str,
+        entry: StepLogEntry,
+        *,
+        steering_ms: float | None = None,
+        composite: float | None = None,
+    ) -> None: ...
+
+    def run_finish(self, run_id: str, outcome: str) -> None: ...
+
+    def close(self, timeout: float = 5.0) -> None: ...
 
 
 class FanOutEmitter:

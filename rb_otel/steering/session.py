@@ -13,13 +13,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from rb_otel.steering.calls import RemoteCallObserver
+from rb_otel.steering.emitters import StepEmitter
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.guardrails import DEFAULT_E1_GATE_COMPOSITE, e1_gate_open
 from rb_otel.steering.injections import BaseInjection, MonitorSteeringInjection, StepContext
 from rb_otel.steering.rendering import render_injection
+from rb_otel.steering.routing import parse_model_routing
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.types import (
     FIRST_CALL_PREVIEW,
@@ -34,54 +36,12 @@ from rb_otel.types import (
     StepRecord,
 )
 
-__all__ = ["FAST_SKIPPED_REASON", "SteeringSession", "StepEmitter", "parse_model_routing"]
+__all__ = ["FAST_SKIPPED_REASON", "SteeringSession", "StepEmitter", "parse_model_routing"]  # re-exported
 
 _log = logging.getLogger("rb_otel.steering")
 
 FAST_SKIPPED_REASON = "FSM=FAST, e-traces skipped"
-_ROUTABLE = (FSMState.FAST, FSMState.NORMAL, FSMState.SLOW, FSMState.SKIP)
 _EVAL_HISTORY_KEEP = 64
-
-
-@runtime_checkable
-class StepEmitter(Protocol):
-    """Receives a run's events. Called synchronously on the agent's thread, so it must not block or throw
-    (the session logs and drops any exception it raises)."""
-
-    def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
-
-    def step(
-        self,
-        run_id: str,
-        entry: StepLogEntry,
-        *,
-        steering_ms: float | None = None,
-        composite: float | None = None,
-    ) -> None: ...
-
-    def run_finish(self, run_id: str, outcome: str) -> None: ...
-
-    def close(self, timeout: float = 5.0) -> None: ...
-
-
-def parse_model_routing(routing: Mapping[Any, Any] | None) -> dict[FSMState, Any]:
-    """Validate a ``model_routing`` mapping keyed by FSM state (enum or name); values are kept as given."""
-    if not routing:
-        return {}
-    if not isinstance(routing, Mapping):
-        raise TypeError(f"model_routing must be a mapping of FSM state to model, got {type(routing).__name__}")
-    parsed: dict[FSMState, Any] = {}
-    for key, value in routing.items():
-        try:
-            state = key if isinstance(key, FSMState) else FSMState(str(key).upper())
-        except ValueError:
-            raise ValueError(f"model_routing: unknown FSM state {key!r}; use FAST, NORMAL, SLOW or SKIP") from None
-        if state not in _ROUTABLE:
-            raise ValueError(f"model_routing: {state.value} cannot be routed; use FAST, NORMAL, SLOW or SKIP")
-        if value is None or (isinstance(value, str) and not value.strip()):
-            raise ValueError(f"model_routing[{state.value}] must be a model id or a chat model, got {value!r}")
-        parsed[state] = value
-    return parsed
 
 
 def _preview(value: Any, limit: int) -> str | None:

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -26,147 +26,23 @@ from opentelemetry.util.types import AttributeValue
 
 from rb_otel.steering.calls import OP_MONITORS_EVALUATE, CallNote
 from rb_otel.telemetry import names as n
+from rb_otel.telemetry.attributes import (
+    Attributes,
+    ChatResponse,
+    RunInfo,
+    chat_attributes,
+    error_type_of,
+    outcome_label,
+    response_attributes,
+)
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.instruments import Instruments
+from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.types import FSMState, StepLogEntry
 
 __all__ = ["ChatResponse", "RunInfo", "RunRecorder", "chat_attributes", "outcome_label"]
 
 _log = logging.getLogger("rb_otel.telemetry")
-
-Attributes = dict[str, AttributeValue]
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """What is known about a run when it starts (the ``run_start`` payload)."""
-
-    run_id: str
-    agent_name: str = ""
-    framework: str = "langchain"
-    task_profile: str = "coding"
-    task: str = ""
-    model: str = ""
-    codebase_id: str = ""
-    org_id: str = "default"
-    project_id: str = "default"
-    conversation_id: str = ""
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    source: str = ""
-    synthetic_timing: bool = False
-
-    def start_attributes(self) -> Attributes:
-        attrs: Attributes = {
-            n.GEN_AI_OPERATION_NAME: n.OP_INVOKE_AGENT,
-            n.RB_RUN_ID: self.run_id,
-            n.RB_FRAMEWORK: self.framework,
-            n.RB_TASK_PROFILE: self.task_profile,
-        }
-        if self.agent_name:
-            attrs[n.GEN_AI_AGENT_NAME] = self.agent_name
-        if self.conversation_id:
-            attrs[n.GEN_AI_CONVERSATION_ID] = self.conversation_id
-        for key, value in (
-            (n.RB_CODEBASE_ID, self.codebase_id),
-            (n.RB_ORG_ID, self.org_id),
-            (n.RB_PROJECT_ID, self.project_id),
-        ):
-            if value and value != "default":
-                attrs[key] = value
-        for key, value in self.metadata.items():
-            if isinstance(value, str | bool | int | float):
-                attrs[n.RB_METADATA_PREFIX + str(key)] = value
-        if self.source:
-            attrs[n.RB_SOURCE] = self.source
-        if self.synthetic_timing:
-            attrs[n.RB_SYNTHETIC_TIMING] = True
-        return attrs
-
-
-@dataclass(slots=True)
-class ChatResponse:
-    """What the provider reported about one model call (all optional)."""
-
-    response_model: str = ""
-    response_id: str = ""
-    finish_reasons: Sequence[str] = ()
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    cache_creation_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    output_messages: Any = None
-
-
-def outcome_label(outcome: str) -> str:
-    """The bounded ``rb.outcome`` metric label: ``success`` (interruptions included) or ``failure``."""
-    return n.OUTCOME_SUCCESS if outcome in (n.OUTCOME_SUCCESS, n.OUTCOME_INTERRUPTED) else n.OUTCOME_FAILURE
-
-
-def _error_type(outcome: str) -> str:
-    prefix = "failure: "
-    return outcome[len(prefix) :] if outcome.startswith(prefix) else outcome
-
-
-def chat_attributes(
-    entry: StepLogEntry,
-    *,
-    composite: float | None,
-    steering_ms: float | None,
-    content: ContentPolicy,
-    final: bool,
-) -> Attributes:
-    """The ``rb.*`` attributes of a ``chat`` span; ``final`` adds those known only after the call."""
-    attrs: Attributes = {
-        n.RB_STEP: entry.step,
-        n.RB_MONITORS_FIRED: list(entry.monitors_fired),
-        n.RB_INJECTION_SOURCES: list(entry.injection_sources),
-    }
-    if entry.fsm_state:  # imported steps that were not rescored have no state
-        attrs[n.RB_FSM_STATE] = entry.fsm_state
-    if entry.difficulty is not None:
-        attrs[n.RB_DIFFICULTY] = entry.difficulty
-    if entry.model_id:
-        attrs[n.RB_MODEL_ID] = entry.model_id
-    if composite is not None:
-        attrs[n.RB_MONITOR_COMPOSITE] = composite
-    if entry.failure_type:
-        attrs[n.RB_FAILURE_TYPE] = entry.failure_type
-    if entry.skipped_reason:
-        attrs[n.RB_SKIPPED_REASON] = entry.skipped_reason
-    if steering_ms is not None:
-        attrs[n.RB_STEERING_DURATION_MS] = steering_ms
-    if content.capture:
-        attrs[n.RB_THOUGHT_PREVIEW] = content.text(entry.thought_preview)
-        attrs[n.RB_INJECTIONS] = content.texts(entry.injections)
-        attrs[n.RB_INTERVENTION_TEXTS] = content.texts(entry.intervention_texts)
-    if final:
-        attrs[n.RB_TOKENS] = entry.tokens
-        attrs[n.RB_LATENCY_MS] = entry.latency_ms
-        attrs[n.RB_TOOL_CALLS] = list(entry.tool_calls)
-    return attrs
-
-
-def _response_attributes(response: ChatResponse, content: ContentPolicy) -> Attributes:
-    attrs: Attributes = {}
-    if response.response_model:
-        attrs[n.GEN_AI_RESPONSE_MODEL] = response.response_model
-    if response.response_id:
-        attrs[n.GEN_AI_RESPONSE_ID] = response.response_id
-    if response.finish_reasons:
-        attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = list(response.finish_reasons)
-    for key, value in (
-        (n.GEN_AI_USAGE_INPUT_TOKENS, response.input_tokens),
-        (n.GEN_AI_USAGE_OUTPUT_TOKENS, response.output_tokens),
-        (n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, response.cache_read_tokens),
-        (n.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, response.cache_creation_tokens),
-        (n.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, response.reasoning_tokens),
-    ):
-        if value is not None:
-            attrs[key] = value
-    if content.capture and response.output_messages is not None:
-        attrs[n.GEN_AI_OUTPUT_MESSAGES] = content.text(response.output_messages)
-    return attrs
 
 
 @dataclass(slots=True)
@@ -209,10 +85,9 @@ class RunRecorder:
     ) -> None:
         self.info = info
         self._tracer = tracer
-        self._inst = instruments
         self._content = content
         self._parent = parent
-        self._agent = {n.GEN_AI_AGENT_NAME: info.agent_name}
+        self._metrics = RunMetrics(instruments, info.agent_name)
         self._lock = threading.Lock()
         self._span: Span | None = None
         self._ctx: otel_context.Context | None = None
@@ -264,7 +139,7 @@ class RunRecorder:
         self._ctx = trace.set_span_in_context(self._span)
         self._started_perf = time.perf_counter()
         self._started_wall = time.time() if start_time is None else start_time
-        self._inst.runs_active.add(1, {**self._agent, n.RB_FSM_STATE: self.state.value})
+        self._metrics.started(self.state)
 
     def step(
         self,
@@ -354,15 +229,12 @@ class RunRecorder:
             live.span.record_exception(error)
             live.span.set_attribute(n.ERROR_TYPE, error_type)
             live.span.set_status(Status(StatusCode.ERROR, error_type))
-            self._inst.operation_duration.record(
-                time.perf_counter() - live.started,
-                {
-                    n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
-                    n.GEN_AI_PROVIDER_NAME: live.provider,
-                    n.GEN_AI_REQUEST_MODEL: live.request_model,
-                    n.RB_FSM_STATE: self.state.value,
-                    n.ERROR_TYPE: error_type,
-                },
+            self._metrics.chat_failed(
+                provider=live.provider,
+                request_model=live.request_model,
+                state=self.state,
+                error_type=error_type,
+                duration=time.perf_counter() - live.started,
                 context=trace.set_span_in_context(live.span),
             )
         finally:
@@ -440,14 +312,11 @@ class RunRecorder:
                     span.record_exception(error)
             if self._content.capture and result is not None:
                 span.set_attribute(n.GEN_AI_TOOL_CALL_RESULT, self._content.text(result))
-            labels: Attributes = {n.GEN_AI_TOOL_NAME: call.name}
-            if error_type:
-                labels[n.ERROR_TYPE] = error_type
             if end_time is not None and call.start_time is not None:
                 duration = max(end_time - call.start_time, 0.0)
             else:
                 duration = time.perf_counter() - call.started
-            self._inst.execute_tool_duration.record(duration, labels, context=trace.set_span_in_context(span))
+            self._metrics.tool(call.name, error_type, duration, trace.set_span_in_context(span))
         finally:
             span.end(end_time=None if end_time is None else _ns(end_time))
 
@@ -474,7 +343,7 @@ class RunRecorder:
         if live is not None and live.response is not None:
             response = live.response
         if response is not None:
-            attrs.update(_response_attributes(response, self._content))
+            attrs.update(response_attributes(response, self._content))
         if extra:
             attrs.update(extra)
         if live is not None:
@@ -533,34 +402,21 @@ class RunRecorder:
         response: ChatResponse | None,
         span_ctx: otel_context.Context,
     ) -> None:
-        inst, agent = self._inst, self._agent
         self.steps += 1
         self.tokens += entry.tokens
         self.monitor_injections += entry.injection_sources.count("MonitorSteeringInjection")
-        inst.steps.add(
-            1, {**agent, n.RB_FSM_STATE: entry.fsm_state, n.GEN_AI_REQUEST_MODEL: request_model}, context=span_ctx
-        )
-        if entry.difficulty is not None:
-            inst.difficulty.record(entry.difficulty, {**agent, n.RB_FSM_STATE: entry.fsm_state}, context=span_ctx)
-        for monitor in entry.monitors_fired:
-            inst.monitor_fired.add(1, {**agent, n.RB_MONITOR: monitor}, context=span_ctx)
-        for source in entry.injection_sources:
-            inst.injections.add(1, {**agent, n.RB_INJECTION_SOURCE: source}, context=span_ctx)
-        if steering_ms is not None:
-            inst.steering_duration.record(steering_ms / 1000.0, agent, context=span_ctx)
-        op_labels: Attributes = {
-            n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
-            n.GEN_AI_PROVIDER_NAME: provider,
-            n.GEN_AI_REQUEST_MODEL: request_model,
-            n.RB_FSM_STATE: entry.fsm_state,
-        }
-        inst.operation_duration.record(duration, op_labels, context=span_ctx)
         if response is not None:
-            for token_type, value in (("input", response.input_tokens), ("output", response.output_tokens)):
-                if value is not None:
-                    self.input_tokens += value if token_type == "input" else 0
-                    self.output_tokens += value if token_type == "output" else 0
-                    inst.token_usage.record(value, {**op_labels, n.GEN_AI_TOKEN_TYPE: token_type}, context=span_ctx)
+            self.input_tokens += response.input_tokens or 0
+            self.output_tokens += response.output_tokens or 0
+        self._metrics.step(
+            entry,
+            provider=provider,
+            request_model=request_model,
+            duration=duration,
+            steering_ms=steering_ms,
+            response=response,
+            context=span_ctx,
+        )
 
     def _transition(self, previous: FSMState, state: FSMState, entry: StepLogEntry) -> None:
         self.state = state
@@ -572,14 +428,10 @@ class RunRecorder:
                 {n.RB_STEP: entry.step, n.RB_FSM_FROM: previous.value, n.RB_FSM_TO: state.value},
                 timestamp=_ns(entry.timestamp),
             )
-        agent = self._agent
-        self._inst.transitions.add(1, {**agent, n.RB_FSM_FROM: previous.value, n.RB_FSM_TO: state.value})
-        if not self._finished:
-            self._inst.runs_active.add(-1, {**agent, n.RB_FSM_STATE: previous.value})
-            self._inst.runs_active.add(1, {**agent, n.RB_FSM_STATE: state.value})
+        self._metrics.transition(previous, state, active=not self._finished)
         if state is FSMState.SKIP and not self.entered_skip:
             self.entered_skip = True
-            self._inst.runs_skip.add(1, agent)
+            self._metrics.entered_skip()
 
     def _finish(self, outcome: str, *, error: BaseException | None, end_time: float | None) -> None:
         if self._span is None:
@@ -609,20 +461,18 @@ class RunRecorder:
             }
         )
         if label == n.OUTCOME_FAILURE:
-            error_type = type(error).__qualname__ if error is not None else _error_type(outcome)
+            error_type = type(error).__qualname__ if error is not None else error_type_of(outcome)
             span.set_attribute(n.ERROR_TYPE, error_type)
             span.set_status(Status(StatusCode.ERROR, error_type))
             if error is not None:
                 span.record_exception(error)
-        agent = self._agent
-        ctx = self._ctx
-        self._inst.runs_active.add(-1, {**agent, n.RB_FSM_STATE: self.state.value})
-        self._inst.runs.add(1, {**agent, n.RB_OUTCOME: label, n.RB_MAX_STATE: self.max_state.value}, context=ctx)
         if end_time is None:
             duration = time.perf_counter() - self._started_perf
         else:
             duration = max(end_time - self._started_wall, 0.0)
-        self._inst.invoke_agent_duration.record(duration, {**agent, n.RB_OUTCOME: label}, context=ctx)
+        self._metrics.finished(
+            state=self.state, outcome_label=label, max_state=self.max_state, duration=duration, context=self._ctx
+        )
         span.end(end_time=None if end_time is None else _ns(end_time))
 
 

@@ -11,7 +11,6 @@ raised by the model or a tool propagate unchanged.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -19,9 +18,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import ExtendedModelResponse, OmitFromInput
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
-from langgraph.config import get_config
+from langchain.agents.middleware.types import OmitFromInput
+from langchain_core.messages import SystemMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command, TracePolicy, omit_payload
 from opentelemetry import context as otel_context
@@ -39,8 +37,9 @@ from rb_otel.steering.rendering import system_blocks
 from rb_otel.steering.session import SteeringSession
 from rb_otel.telemetry import RunInfo
 from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
-from rb_otel.types import StepDecision, StepLogEntry
+from rb_otel.types import StepLogEntry
 
+from ._support import ModelResult, StepCall, base_blocks, detach, node_run_id, reply_of, thread_id_of
 from .runs import AgentRun, RunRegistry
 
 if TYPE_CHECKING:
@@ -56,36 +55,12 @@ _log = logging.getLogger("rb_otel.integrations.langchain")
 #: run_start keys that are stored in their own fields, so they are removed from ``metadata`` (spec 1.3).
 _DEDICATED_KEYS = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id", "task_profile")
 
-ModelResult = ModelResponse | AIMessage | ExtendedModelResponse
-
 
 class RBState(AgentState[Any]):
     """Agent state fields rb_otel adds: the run key, and the run's step log in the returned state."""
 
     rb_run_id: NotRequired[Annotated[str, OmitFromInput]]
     rb_step_log: NotRequired[Annotated[list[dict[str, Any]], OmitFromInput]]
-
-
-def _reply(response: ModelResult) -> AIMessage | None:
-    if isinstance(response, AIMessage):
-        return response
-    if isinstance(response, ExtendedModelResponse):
-        response = response.model_response
-    for message in response.result:
-        if isinstance(message, AIMessage):
-            return message
-    return None
-
-
-class _StepCall:
-    """What ``wrap_model_call`` carries from before the model call to after it."""
-
-    __slots__ = ("decision", "request", "token")
-
-    def __init__(self, decision: StepDecision, request: ModelRequest[Any], token: object) -> None:
-        self.decision = decision
-        self.request = request
-        self.token = token
 
 
 class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
@@ -223,7 +198,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
         """Open the run (``run_start``): a steering session and the ``invoke_agent`` span."""
         try:
             self._runs.sweep(self._expire)
-            run = self._open_run(_thread_id(runtime))
+            run = self._open_run(thread_id_of(runtime))
             self._watch(run)
             return {"rb_run_id": run.key, "rb_step_log": []}
         except Exception:
@@ -356,8 +331,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
         return run
 
     def _watch(self, run: AgentRun) -> None:
-        node_run_id = _node_run_id()
-        graph_run_id = self._guard.graph_run_of(node_run_id)
+        graph_run_id = self._guard.graph_run_of(node_run_id())
         if graph_run_id is not None:
             self._guard.watch(graph_run_id, lambda error: self._graph_ended(run, error))
 
@@ -386,7 +360,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
 
     # -- internals: model calls ----------------------------------------------------------------------------
 
-    def _before_model(self, request: ModelRequest[Any]) -> tuple[AgentRun | None, _StepCall | None]:
+    def _before_model(self, request: ModelRequest[Any]) -> tuple[AgentRun | None, StepCall | None]:
         try:
             run = self._run_for(request.state)
             if run is None:
@@ -396,7 +370,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             _log.warning("wrap_model_call failed, calling handler directly", exc_info=True)
             return None, None
 
-    def _steer(self, run: AgentRun, request: ModelRequest[Any]) -> _StepCall:
+    def _steer(self, run: AgentRun, request: ModelRequest[Any]) -> StepCall:
         session = run.session
         own_model = identify_model(request.model)
         if session.steps_begun:
@@ -419,7 +393,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             else:  # could not be built: the call keeps the agent's model, and the step log says so
                 decision.model_override = None
         identity = identify_model(model) if model is not request.model else own_model
-        base = _base_blocks(request.system_message)
+        base = base_blocks(request.system_message)
         blocks = system_blocks(
             base, decision.rendered_injection_text, cache_control=identity.provider not in NO_CACHE_CONTROL
         )
@@ -438,14 +412,14 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             input_messages=input_messages,
         )
         token = otel_context.attach(chat_ctx)  # provider SDK spans nest under the chat span
-        return _StepCall(decision, new_request, token)
+        return StepCall(decision, new_request, token)
 
-    def _after_model(self, run: AgentRun | None, call: _StepCall, response: ModelResult) -> None:
-        _detach(call.token)
+    def _after_model(self, run: AgentRun | None, call: StepCall, response: ModelResult) -> None:
+        detach(call.token)
         if run is None:
             return
         try:
-            reply = _reply(response)
+            reply = reply_of(response)
             tokens, tool_calls, details = chat_response(reply) if reply is not None else (0, [], None)
             if details is not None:
                 if self._rb.telemetry.content.capture and reply is not None:
@@ -458,8 +432,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
         except Exception:
             _log.warning("recording the model call failed; continuing", exc_info=True)
 
-    def _model_failed(self, run: AgentRun | None, call: _StepCall, error: BaseException) -> None:
-        _detach(call.token)
+    def _model_failed(self, run: AgentRun | None, call: StepCall, error: BaseException) -> None:
+        detach(call.token)
         if run is None:
             return
         try:
@@ -492,7 +466,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             return None, None, None
 
     def _after_tool(self, run: AgentRun | None, tool: Any, token: object | None, result: Any) -> None:
-        _detach(token)
+        detach(token)
         if run is None or tool is None:
             return
         try:
@@ -505,49 +479,10 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             _log.warning("recording the tool call failed; continuing", exc_info=True)
 
     def _tool_failed(self, run: AgentRun | None, tool: Any, token: object | None, error: BaseException) -> None:
-        _detach(token)
+        detach(token)
         if run is None or tool is None:
             return
         try:
             run.recorder.end_tool(tool, error=None if isinstance(error, GraphBubbleUp) else error)
         except Exception:
             _log.warning("recording the failed tool call failed", exc_info=True)
-
-
-_BASE_BLOCKS: dict[int, tuple[SystemMessage, list[dict[str, Any]]]] = {}
-
-
-def _base_blocks(message: SystemMessage | None) -> list[dict[str, Any]]:
-    """The system message's content blocks; cached by identity (an agent sends the same message every call)."""
-    if message is None:
-        return []
-    hit = _BASE_BLOCKS.get(id(message))
-    if hit is not None and hit[0] is message:
-        return hit[1]
-    blocks = [dict(b) for b in message.content_blocks]
-    if len(_BASE_BLOCKS) > 256:
-        _BASE_BLOCKS.clear()
-    _BASE_BLOCKS[id(message)] = (message, blocks)
-    return blocks
-
-
-def _detach(token: object | None) -> None:
-    if token is None:
-        return
-    with contextlib.suppress(Exception):  # detaching in another context (abandoned generator) is harmless
-        otel_context.detach(token)  # type: ignore[arg-type]
-
-
-def _node_run_id() -> uuid.UUID | None:
-    try:
-        callbacks = get_config().get("callbacks")
-    except RuntimeError:  # not inside a runnable
-        return None
-    parent = getattr(callbacks, "parent_run_id", None)
-    return parent if isinstance(parent, uuid.UUID) else None
-
-
-def _thread_id(runtime: Runtime[Any]) -> str:
-    info = getattr(runtime, "execution_info", None)
-    thread_id = getattr(info, "thread_id", None)
-    return str(thread_id) if thread_id else ""

@@ -1,0 +1,157 @@
+"""The attribute sets of rb_otel's spans, built from run info, step log entries and provider responses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.util.types import AttributeValue
+
+from rb_otel.telemetry import names as n
+from rb_otel.telemetry.content import ContentPolicy
+from rb_otel.types import StepLogEntry
+
+__all__ = [
+    "Attributes",
+    "ChatResponse",
+    "RunInfo",
+    "chat_attributes",
+    "error_type_of",
+    "outcome_label",
+    "response_attributes",
+]
+
+Attributes = dict[str, AttributeValue]
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What is known about a run when it starts (the ``run_start`` payload)."""
+
+    run_id: str
+    agent_name: str = ""
+    framework: str = "langchain"
+    task_profile: str = "coding"
+    task: str = ""
+    model: str = ""
+    codebase_id: str = ""
+    org_id: str = "default"
+    project_id: str = "default"
+    conversation_id: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+    synthetic_timing: bool = False
+
+    def start_attributes(self) -> Attributes:
+        attrs: Attributes = {
+            n.GEN_AI_OPERATION_NAME: n.OP_INVOKE_AGENT,
+            n.RB_RUN_ID: self.run_id,
+            n.RB_FRAMEWORK: self.framework,
+            n.RB_TASK_PROFILE: self.task_profile,
+        }
+        if self.agent_name:
+            attrs[n.GEN_AI_AGENT_NAME] = self.agent_name
+        if self.conversation_id:
+            attrs[n.GEN_AI_CONVERSATION_ID] = self.conversation_id
+        for key, value in (
+            (n.RB_CODEBASE_ID, self.codebase_id),
+            (n.RB_ORG_ID, self.org_id),
+            (n.RB_PROJECT_ID, self.project_id),
+        ):
+            if value and value != "default":
+                attrs[key] = value
+        for key, value in self.metadata.items():
+            if isinstance(value, str | bool | int | float):
+                attrs[n.RB_METADATA_PREFIX + str(key)] = value
+        if self.source:
+            attrs[n.RB_SOURCE] = self.source
+        if self.synthetic_timing:
+            attrs[n.RB_SYNTHETIC_TIMING] = True
+        return attrs
+
+
+@dataclass(slots=True)
+class ChatResponse:
+    """What the provider reported about one model call (all optional)."""
+
+    response_model: str = ""
+    response_id: str = ""
+    finish_reasons: Sequence[str] = ()
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    output_messages: Any = None
+
+
+def outcome_label(outcome: str) -> str:
+    """The bounded ``rb.outcome`` metric label: ``success`` (interruptions included) or ``failure``."""
+    return n.OUTCOME_SUCCESS if outcome in (n.OUTCOME_SUCCESS, n.OUTCOME_INTERRUPTED) else n.OUTCOME_FAILURE
+
+
+def error_type_of(outcome: str) -> str:
+    prefix = "failure: "
+    return outcome[len(prefix) :] if outcome.startswith(prefix) else outcome
+
+
+def chat_attributes(
+    entry: StepLogEntry,
+    *,
+    composite: float | None,
+    steering_ms: float | None,
+    content: ContentPolicy,
+    final: bool,
+) -> Attributes:
+    """The ``rb.*`` attributes of a ``chat`` span; ``final`` adds those known only after the call."""
+    attrs: Attributes = {
+        n.RB_STEP: entry.step,
+        n.RB_MONITORS_FIRED: list(entry.monitors_fired),
+        n.RB_INJECTION_SOURCES: list(entry.injection_sources),
+    }
+    if entry.fsm_state:  # imported steps that were not rescored have no state
+        attrs[n.RB_FSM_STATE] = entry.fsm_state
+    if entry.difficulty is not None:
+        attrs[n.RB_DIFFICULTY] = entry.difficulty
+    if entry.model_id:
+        attrs[n.RB_MODEL_ID] = entry.model_id
+    if composite is not None:
+        attrs[n.RB_MONITOR_COMPOSITE] = composite
+    if entry.failure_type:
+        attrs[n.RB_FAILURE_TYPE] = entry.failure_type
+    if entry.skipped_reason:
+        attrs[n.RB_SKIPPED_REASON] = entry.skipped_reason
+    if steering_ms is not None:
+        attrs[n.RB_STEERING_DURATION_MS] = steering_ms
+    if content.capture:
+        attrs[n.RB_THOUGHT_PREVIEW] = content.text(entry.thought_preview)
+        attrs[n.RB_INJECTIONS] = content.texts(entry.injections)
+        attrs[n.RB_INTERVENTION_TEXTS] = content.texts(entry.intervention_texts)
+    if final:
+        attrs[n.RB_TOKENS] = entry.tokens
+        attrs[n.RB_LATENCY_MS] = entry.latency_ms
+        attrs[n.RB_TOOL_CALLS] = list(entry.tool_calls)
+    return attrs
+
+
+def response_attributes(response: ChatResponse, content: ContentPolicy) -> Attributes:
+    attrs: Attributes = {}
+    if response.response_model:
+        attrs[n.GEN_AI_RESPONSE_MODEL] = response.response_model
+    if response.response_id:
+        attrs[n.GEN_AI_RESPONSE_ID] = response.response_id
+    if response.finish_reasons:
+        attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = list(response.finish_reasons)
+    for key, value in (
+        (n.GEN_AI_USAGE_INPUT_TOKENS, response.input_tokens),
+        (n.GEN_AI_USAGE_OUTPUT_TOKENS, response.output_tokens),
+        (n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, response.cache_read_tokens),
+        (n.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, response.cache_creation_tokens),
+        (n.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, response.reasoning_tokens),
+    ):
+        if value is not None:
+            attrs[key] = value
+    if content.capture and response.output_messages is not None:
+        attrs[n.GEN_AI_OUTPUT_MESSAGES] = content.text(response.output_messages)
+    return attrs

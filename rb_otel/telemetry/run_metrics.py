@@ -1,0 +1,110 @@
+"""The metric side of one run: every measurement ``RunRecorder`` makes, with the contract's bounded labels."""
+
+from __future__ import annotations
+
+from opentelemetry import context as otel_context
+
+from rb_otel.telemetry import names as n
+from rb_otel.telemetry.attributes import Attributes, ChatResponse
+from rb_otel.telemetry.instruments import Instruments
+from rb_otel.types import FSMState, StepLogEntry
+
+__all__ = ["RunMetrics"]
+
+
+class RunMetrics:
+    """Records a run's measurements; labels never include a run id (telemetry.md)."""
+
+    __slots__ = ("_agent", "_inst")
+
+    def __init__(self, instruments: Instruments, agent_name: str) -> None:
+        self._inst = instruments
+        self._agent: Attributes = {n.GEN_AI_AGENT_NAME: agent_name}
+
+    def started(self, state: FSMState) -> None:
+        self._inst.runs_active.add(1, {**self._agent, n.RB_FSM_STATE: state.value})
+
+    def step(
+        self,
+        entry: StepLogEntry,
+        *,
+        provider: str,
+        request_model: str,
+        duration: float,
+        steering_ms: float | None,
+        response: ChatResponse | None,
+        context: otel_context.Context,
+    ) -> None:
+        inst, agent = self._inst, self._agent
+        inst.steps.add(
+            1, {**agent, n.RB_FSM_STATE: entry.fsm_state, n.GEN_AI_REQUEST_MODEL: request_model}, context=context
+        )
+        if entry.difficulty is not None:
+            inst.difficulty.record(entry.difficulty, {**agent, n.RB_FSM_STATE: entry.fsm_state}, context=context)
+        for monitor in entry.monitors_fired:
+            inst.monitor_fired.add(1, {**agent, n.RB_MONITOR: monitor}, context=context)
+        for source in entry.injection_sources:
+            inst.injections.add(1, {**agent, n.RB_INJECTION_SOURCE: source}, context=context)
+        if steering_ms is not None:
+            inst.steering_duration.record(steering_ms / 1000.0, agent, context=context)
+        op_labels: Attributes = {
+            n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
+            n.GEN_AI_PROVIDER_NAME: provider,
+            n.GEN_AI_REQUEST_MODEL: request_model,
+            n.RB_FSM_STATE: entry.fsm_state,
+        }
+        inst.operation_duration.record(duration, op_labels, context=context)
+        if response is not None:
+            for token_type, value in (("input", response.input_tokens), ("output", response.output_tokens)):
+                if value is not None:
+                    inst.token_usage.record(value, {**op_labels, n.GEN_AI_TOKEN_TYPE: token_type}, context=context)
+
+    def chat_failed(
+        self,
+        *,
+        provider: str,
+        request_model: str,
+        state: FSMState,
+        error_type: str,
+        duration: float,
+        context: otel_context.Context,
+    ) -> None:
+        labels: Attributes = {
+            n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
+            n.GEN_AI_PROVIDER_NAME: provider,
+            n.GEN_AI_REQUEST_MODEL: request_model,
+            n.RB_FSM_STATE: state.value,
+            n.ERROR_TYPE: error_type,
+        }
+        self._inst.operation_duration.record(duration, labels, context=context)
+
+    def tool(self, name: str, error_type: str | None, duration: float, context: otel_context.Context) -> None:
+        labels: Attributes = {n.GEN_AI_TOOL_NAME: name}
+        if error_type:
+            labels[n.ERROR_TYPE] = error_type
+        self._inst.execute_tool_duration.record(duration, labels, context=context)
+
+    def transition(self, previous: FSMState, state: FSMState, *, active: bool) -> None:
+        """A state change: the transition counter, and the active-runs gauge moved unless the run ended."""
+        agent = self._agent
+        self._inst.transitions.add(1, {**agent, n.RB_FSM_FROM: previous.value, n.RB_FSM_TO: state.value})
+        if active:
+            self._inst.runs_active.add(-1, {**agent, n.RB_FSM_STATE: previous.value})
+            self._inst.runs_active.add(1, {**agent, n.RB_FSM_STATE: state.value})
+
+    def entered_skip(self) -> None:
+        self._inst.runs_skip.add(1, self._agent)
+
+    def finished(
+        self,
+        *,
+        state: FSMState,
+        outcome_label: str,
+        max_state: FSMState,
+        duration: float,
+        context: otel_context.Context | None,
+    ) -> None:
+        agent = self._agent
+        self._inst.runs_active.add(-1, {**agent, n.RB_FSM_STATE: state.value})
+        self._inst.runs.add(1, {**agent, n.RB_OUTCOME: outcome_label, n.RB_MAX_STATE: max_state.value}, context=context)
+        self._inst.invoke_agent_duration.record(duration, {**agent, n.RB_OUTCOME: outcome_label}, context=context)

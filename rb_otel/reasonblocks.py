@@ -207,11 +207,22 @@ class ReasonBlocks:
         org_id: str = "default",
         project_id: str = "default",
         metadata: Mapping[str, Any] | None = None,
+        step_log_in_state: bool = True,
     ) -> ReasonBlocksMiddleware:
-        """A LangChain ``AgentMiddleware``; put it last in ``create_agent(middleware=[...])``."""
-        from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
+        """A LangChain ``AgentMiddleware``; put it last in ``create_agent(middleware=[...])``.
 
-        return ReasonBlocksMiddleware(
+        Each run's steps come back in ``invoke``'s result as ``rb_step_log`` (with ``rb_run_id``), and from
+        ``mw.step_log_for(run_id)``; the run id is the LangChain run id (``config={"run_id": ...}``) unless
+        ``run_id=`` names the first run. ``step_log_in_state=False`` drops the state fields and their one
+        ``after_agent`` graph node; runs are tracked without any graph node either way.
+        """
+        from rb_otel.integrations.langchain.middleware import (
+            ReasonBlocksMiddleware,
+            StatefulReasonBlocksMiddleware,
+        )
+
+        cls = StatefulReasonBlocksMiddleware if step_log_in_state else ReasonBlocksMiddleware
+        return cls(
             self,
             run_id=run_id,
             agent_name=agent_name,

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 import tracemalloc
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,11 @@ def test_agent_survives_collector_absent_killed_and_restarted(
         ids = []
         for _ in range(n):
             started = time.monotonic()
-            out = agent.invoke({"messages": [("user", "x")]})
+            run_id = uuid.uuid4()
+            out = agent.invoke({"messages": [("user", "x")]}, {"run_id": run_id})
             assert out["messages"][-1].content == "The answer is 30."  # same result in every phase
             assert time.monotonic() - started < 5  # export problems never hold the agent up
-            ids.append(out["rb_run_id"])
+            ids.append(str(run_id))
         return ids
 
     absent = runs(3)  # no collector listening yet
@@ -165,7 +167,7 @@ def test_200_concurrent_runs_every_span_arrives_no_leak_memory_returns(
     collector.start()
     provider, exporter = provider_for(collector.grpc_port)
     rb = ReasonBlocks(tracer_provider=provider, meter_provider=MeterProvider())
-    mw = rb.middleware(agent_name="load")
+    mw = rb.middleware(agent_name="load", step_log_in_state=True)
     agent = create_agent(ScriptedChatModel(script=calc_script()), [add], middleware=[mw])
     for _ in range(10):  # warm-up: caches, imports, thread pools
         agent.invoke({"messages": [("user", "x")]})

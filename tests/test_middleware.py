@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -49,6 +50,7 @@ def test_invoke_span_tree_attributes_and_step_log(otel: Otel) -> None:
         task="add",
         org_id="acme",
         metadata={"team": "core", "agent_name": "dropped", "nested": {"x": 1}},
+        step_log_in_state=True,
     )
     out = agent.invoke({"messages": [("user", "what is 1+2?")]})
     check_tree(otel)
@@ -105,7 +107,7 @@ def test_stream_modes(otel: Otel, mode: Any) -> None:
 
 async def test_ainvoke_and_astream(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()), step_log_in_state=True)
     out = await agent.ainvoke({"messages": [("user", "x")]})
     assert len(out["rb_step_log"]) == 5
     async for _ in agent.astream({"messages": [("user", "x")]}, stream_mode="messages"):
@@ -115,35 +117,49 @@ async def test_ainvoke_and_astream(otel: Otel) -> None:
 
 
 def test_concurrent_threads_and_tasks_are_isolated(otel: Otel) -> None:
+    """The default (node-free) middleware: each run is found by the LangChain run id the caller passes."""
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
     model = ScriptedChatModel(script=calc_script(), sleep_s=0.005)
     agent, mw = agent_for(rb, model)
-    outputs: list[dict[str, Any]] = []
-    lock = threading.Lock()
+    run_ids = [uuid.uuid4() for _ in range(16)]
 
-    def worker() -> None:
-        out = agent.invoke({"messages": [("user", "x")]})
-        with lock:
-            outputs.append(out)
+    def worker(run_id: uuid.UUID) -> None:
+        agent.invoke({"messages": [("user", "x")]}, {"run_id": run_id})
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
+    threads = [threading.Thread(target=worker, args=(rid,)) for rid in run_ids[:8]]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
 
     async def tasks() -> list[dict[str, Any]]:
-        return await asyncio.gather(*(agent.ainvoke({"messages": [("user", "x")]}) for _ in range(8)))
+        return await asyncio.gather(
+            *(agent.ainvoke({"messages": [("user", "x")]}, {"run_id": rid}) for rid in run_ids[8:])
+        )
 
-    outputs += asyncio.run(tasks())
-    assert len({o["rb_run_id"] for o in outputs}) == 16
-    for o in outputs:
-        assert [e["step"] for e in o["rb_step_log"]] == [0, 1, 2, 3, 4]
+    asyncio.run(tasks())
+    for rid in run_ids:
+        log = mw.step_log_for(str(rid))
+        assert log is not None and [e.step for e in log] == [0, 1, 2, 3, 4]
     check_tree(otel, runs=16)
-    run_ids = {dict(s.attributes or {})["rb.run_id"] for s in otel.spans("invoke_agent")}
-    assert run_ids == {o["rb_run_id"] for o in outputs}
+    span_ids = {dict(s.attributes or {})["rb.run_id"] for s in otel.spans("invoke_agent")}
+    assert span_ids == {str(rid) for rid in run_ids}  # rb.run_id is the caller's LangChain run id
     assert mw.active_runs == 0
     assert otel.metric_sum("rb.runs.active") == 0
+
+
+def test_stateful_variant_returns_the_step_log_under_concurrency(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script(), sleep_s=0.005), step_log_in_state=True)
+
+    async def tasks() -> list[dict[str, Any]]:
+        return await asyncio.gather(*(agent.ainvoke({"messages": [("user", "x")]}) for _ in range(8)))
+
+    outputs = asyncio.run(tasks())
+    assert len({o["rb_run_id"] for o in outputs}) == 8
+    for o in outputs:
+        assert [e["step"] for e in o["rb_step_log"]] == [0, 1, 2, 3, 4]
+        assert [e.as_dict() for e in mw.step_log_for(o["rb_run_id"]) or []] == o["rb_step_log"]
 
 
 def outcome(otel: Otel) -> tuple[str, StatusCode, Any]:
@@ -471,9 +487,11 @@ def test_api_key_never_appears_in_repr() -> None:
 
 def test_one_run_per_middleware_use_with_given_run_id(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()), run_id="my-run")
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()), run_id="my-run", step_log_in_state=True)
     out = agent.invoke({"messages": [("user", "x")]})
     assert out["rb_run_id"] == "my-run" and mw.session is not None and mw.session.run_id == "my-run"
+    agent.invoke({"messages": [("user", "x")]})
+    assert mw.session.run_id != "my-run"  # the given id names the first run only
 
 
 def test_unused_imports_guard() -> None:

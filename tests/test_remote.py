@@ -25,7 +25,7 @@ def run_agent(rb: ReasonBlocks, steps: int = 4) -> tuple[Any, Any]:
     from conftest import add
 
     script = [tool_call("add", {"a": i, "b": 1}, f"c{i}", content=HARD) for i in range(steps)] + [AIMessage("done")]
-    mw = rb.middleware(agent_name="remote")
+    mw = rb.middleware(agent_name="remote", step_log_in_state=True)
     agent = create_agent(ScriptedChatModel(script=script), [add], middleware=[mw], system_prompt="S")
     return agent.invoke({"messages": [("user", "x")]}), mw
 

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,14 +56,16 @@ def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedCha
     tracer = trace.get_tracer("rb_otel.demo", tracer_provider=rb.telemetry.tracer_provider)
     outcome = "success"
     with tracer.start_as_current_span(f"demo {scenario.name}") as outer:
+        langchain_run_id = uuid.uuid4()  # rb-otel names the run after the LangChain run id
+        run_id = str(langchain_run_id)
         try:
-            out = agent.invoke({"messages": [HumanMessage(scenario.task)]}, {"recursion_limit": 200})
-            run_id = str(out.get("rb_run_id", ""))
+            agent.invoke(
+                {"messages": [HumanMessage(scenario.task)]}, {"recursion_limit": 200, "run_id": langchain_run_id}
+            )
         except Exception as exc:
             if not scenario.expects_error:
                 raise
             outcome = f"failure: {type(exc).__name__}"
-            run_id = mw.session.run_id if mw.session else ""
         trace_id = format(outer.get_span_context().trace_id, "032x")
     steps = mw.step_log_for(run_id) or mw.step_log
     return RunResult(scenario.name, scenario.description, run_id, outcome, list(steps), trace_id)

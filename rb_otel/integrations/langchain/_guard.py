@@ -22,13 +22,14 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
+from langgraph.errors import GraphBubbleUp
 
 __all__ = ["RunEndGuard", "guard"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
-#: Called with ``None`` when the watched chain run ends, or with its exception.
-EndCallback = Callable[[BaseException | None], None]
+#: Called when the watched chain run ends: ``(its exception or None, whether a child raised an interrupt)``.
+EndCallback = Callable[[BaseException | None, bool], None]
 _MAX_TRACKED = 200_000
 
 
@@ -47,6 +48,7 @@ class RunEndGuard(BaseCallbackHandler):
     def __init__(self) -> None:
         self._parents: dict[UUID, UUID | None] = {}
         self._watched: dict[UUID, EndCallback] = {}
+        self._interrupted: set[UUID] = set()
         self._lock = threading.Lock()
 
     # -- for middleware ------------------------------------------------------------------------------------
@@ -82,15 +84,19 @@ class RunEndGuard(BaseCallbackHandler):
         self._ended(run_id, error)
 
     def _ended(self, run_id: UUID, error: BaseException | None) -> None:
-        self._parents.pop(run_id, None)
+        parent = self._parents.pop(run_id, None)
+        if error is not None and parent is not None and isinstance(error, GraphBubbleUp):
+            self._interrupted.add(parent)  # a node raised an interrupt: its graph ends "cleanly" but paused
         if run_id not in self._watched:
             return
         with self._lock:
             callback = self._watched.pop(run_id, None)
+        interrupted = run_id in self._interrupted
+        self._interrupted.discard(run_id)
         if callback is None:
             return
         try:
-            callback(error)
+            callback(error, interrupted)
         except Exception:
             _log.warning("closing a run after its graph ended failed", exc_info=True)
 

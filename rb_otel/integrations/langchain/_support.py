@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
@@ -14,10 +14,7 @@ from opentelemetry import context as otel_context
 
 from rb_otel.types import StepDecision
 
-if TYPE_CHECKING:
-    from langgraph.runtime import Runtime
-
-__all__ = ["ModelResult", "StepCall", "base_blocks", "detach", "node_run_id", "reply_of", "thread_id_of"]
+__all__ = ["ModelResult", "StepCall", "base_blocks", "detach", "node_run_id", "reply_of", "thread_id_of_config"]
 
 ModelResult = ModelResponse | AIMessage | ExtendedModelResponse
 
@@ -77,7 +74,11 @@ def node_run_id() -> uuid.UUID | None:
     return parent if isinstance(parent, uuid.UUID) else None
 
 
-def thread_id_of(runtime: Runtime[Any]) -> str:
-    info = getattr(runtime, "execution_info", None)
-    thread_id = getattr(info, "thread_id", None)
-    return str(thread_id) if thread_id else ""
+def thread_id_of_config() -> str:
+    """The LangGraph ``thread_id`` of the current run (``""`` without a checkpointer thread)."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:
+        return ""
+    thread = configurable.get("thread_id")
+    return str(thread) if thread else ""

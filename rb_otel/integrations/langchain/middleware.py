@@ -1,9 +1,10 @@
 """``ReasonBlocksMiddleware``: LangChain 1.x hooks -> ``SteeringSession`` -> OpenTelemetry.
 
-Per-step work happens inside ``wrap_model_call`` / ``wrap_tool_call``, which add no graph nodes; only
-``before_agent`` and ``after_agent`` are nodes (one each per run). One instance serves any number of sequential
-or concurrent invocations: per-run state lives in a registry keyed by ``rb_run_id``, a private field of the
-agent state, and every span is parented to its run explicitly (LangGraph runs each node in its own context).
+All work happens inside ``wrap_model_call`` / ``wrap_tool_call``, which add no graph nodes (the stateful variant
+adds one ``after_agent`` node to return the step log). One instance serves any number of sequential or concurrent
+invocations: runs live in a registry keyed by the agent graph's own LangChain run, which the process-wide guard
+(``_guard.py``) maps hooks to and watches for the run's end; every span is parented to its run explicitly
+(LangGraph runs each node in its own context).
 
 Hook contract: steering failures are logged at WARNING and the model or tool is called unmodified; exceptions
 raised by the model or a tool propagate unchanged.
@@ -12,6 +13,8 @@ raised by the model or a tool propagate unchanged.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
@@ -39,7 +42,7 @@ from rb_otel.telemetry import RunInfo
 from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
 from rb_otel.types import StepLogEntry
 
-from ._support import ModelResult, StepCall, base_blocks, detach, node_run_id, reply_of, thread_id_of
+from ._support import ModelResult, StepCall, base_blocks, detach, node_run_id, reply_of, thread_id_of_config
 from .runs import AgentRun, RunRegistry
 
 if TYPE_CHECKING:
@@ -51,6 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["RBState", "ReasonBlocksMiddleware"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
+#: Interrupted runs kept for a resume on their checkpointer thread (oldest dropped first).
+_MAX_INTERRUPTED = 1024
 
 #: run_start keys that are stored in their own fields, so they are removed from ``metadata`` (spec 1.3).
 _DEDICATED_KEYS = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id", "task_profile")
@@ -63,7 +68,7 @@ class RBState(AgentState[Any]):
     rb_step_log: NotRequired[Annotated[list[dict[str, Any]], OmitFromInput]]
 
 
-class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
+class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Steers every model call of a LangChain agent and records the run as OpenTelemetry spans and metrics.
 
     Example::
@@ -76,7 +81,6 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
     Put it last in ``middleware=[...]`` so each retry or fallback attempt is its own ``chat`` span.
     """
 
-    state_schema = RBState
     trace_policy = TracePolicy(process_inputs=omit_payload, process_outputs=omit_payload)
 
     def __init__(
@@ -122,6 +126,9 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
         }
         self._metadata = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
         self._runs = RunRegistry()
+        self._by_graph: dict[uuid.UUID, AgentRun] = {}
+        self._interrupted: dict[str, AgentRun] = {}
+        self._lock = threading.Lock()
         self._cm_depth = 0
         self._guard = guard()
         rb.telemetry.instruments.init_skip_series(agent_name)
@@ -192,40 +199,6 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
     ) -> None:
         self.__exit__(exc_type, exc, tb)
 
-    # -- node hooks ----------------------------------------------------------------------------------------
-
-    def before_agent(self, state: RBState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Open the run (``run_start``): a steering session and the ``invoke_agent`` span."""
-        try:
-            self._runs.sweep(self._expire)
-            run = self._open_run(thread_id_of(runtime))
-            self._watch(run)
-            return {"rb_run_id": run.key, "rb_step_log": []}
-        except Exception:
-            _log.warning("before_agent failed, continuing unmodified", exc_info=True)
-            return None
-
-    async def abefore_agent(self, state: RBState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.before_agent(state, runtime)
-
-    def after_agent(self, state: RBState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Finish the run on a clean return (deferred to ``__exit__`` inside ``with mw:``)."""
-        run = self._runs.get(state.get("rb_run_id"))
-        if run is None:
-            return None
-        try:
-            run.completed = True
-            step_log = [entry.as_dict() for entry in run.step_log]
-            if not run.in_context_manager:
-                self._finish(run, OUTCOME_SUCCESS)
-            return {"rb_step_log": step_log}
-        except Exception:
-            _log.warning("after_agent failed, continuing", exc_info=True)
-            return None
-
-    async def aafter_agent(self, state: RBState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.after_agent(state, runtime)
-
     # -- model calls ---------------------------------------------------------------------------------------
 
     def wrap_model_call(
@@ -286,8 +259,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
 
     # -- internals: runs -----------------------------------------------------------------------------------
 
-    def _open_run(self, conversation_id: str = "") -> AgentRun:
-        key = self._first_run_id or str(uuid.uuid4())
+    def _open_run(self, conversation_id: str = "", *, key: str | None = None) -> AgentRun:
+        key = self._first_run_id or key or str(uuid.uuid4())
         self._first_run_id = None  # the given run_id names the first run; later runs get fresh ids
         fields = self._run_fields
         info = RunInfo(
@@ -312,41 +285,62 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
         self._runs.add(run)
         return run
 
-    def _run_for(self, state: Mapping[str, Any]) -> AgentRun | None:
-        """The run of this state; a run resumed after an interrupt gets a new span for the same session."""
-        key = state.get("rb_run_id")
-        run = self._runs.get(key)
-        if run is None:
-            if key is not None:
-                return None  # a run we no longer know (evicted or from another process): do not guess
-            run = self._open_run()
-            self._watch(run)
+    def _current_run(self) -> AgentRun | None:
+        """The run of the agent graph invocation this hook belongs to, started on its first hook.
+
+        Runs are keyed by the graph's own chain run (known to the guard), so no graph node is needed to start
+        or finish them; a run interrupted on a checkpointer thread continues, under a new span, when that thread
+        resumes.
+        """
+        graph = self._guard.graph_run_of(node_run_id())
+        if graph is None:
+            return None  # not inside a LangGraph run we could identify: call through unsteered
+        run = self._by_graph.get(graph)
+        if run is not None:
+            run.touched = time.monotonic()
             return run
-        if run.recorder.finished and not run.session.finished:
-            recorder = self._rb.telemetry.run(run.recorder.info)
-            recorder.run_start(run.key, {})
-            run.recorder = recorder
-            run.session.emitter = recorder
-            self._watch(run)
+        with self._lock:
+            run = self._by_graph.get(graph)
+            if run is None:
+                self._runs.sweep(self._expire)
+                run = self._start_for(graph)
+                self._by_graph[graph] = run
+        self._guard.watch(graph, lambda error, interrupted: self._graph_ended(graph, run, error, interrupted))
         return run
 
-    def _watch(self, run: AgentRun) -> None:
-        graph_run_id = self._guard.graph_run_of(node_run_id())
-        if graph_run_id is not None:
-            self._guard.watch(graph_run_id, lambda error: self._graph_ended(run, error))
+    def _start_for(self, graph: uuid.UUID) -> AgentRun:
+        thread = thread_id_of_config()
+        resumed = self._interrupted.pop(thread, None) if thread else None
+        if resumed is not None and not resumed.session.finished:
+            recorder = self._rb.telemetry.run(resumed.recorder.info)
+            recorder.run_start(resumed.key, {})
+            resumed.recorder = recorder
+            resumed.session.emitter = recorder
+            self._runs.add(resumed)
+            return resumed
+        return self._open_run(thread, key=str(graph))
 
-    def _graph_ended(self, run: AgentRun, error: BaseException | None) -> None:
-        """The agent graph's own chain run ended: close whatever ``after_agent`` did not."""
+    def _graph_ended(self, graph: uuid.UUID, run: AgentRun, error: BaseException | None, interrupted: bool) -> None:
+        """The agent graph's own chain run ended: finish its run (deferred to ``__exit__`` inside ``with``)."""
+        self._by_graph.pop(graph, None)
         if run.recorder.finished:
             return
-        if error is None or isinstance(error, GraphBubbleUp):
-            if run.completed:
-                return  # a clean return inside `with mw:`; __exit__ finishes it
-            # after_agent did not run although the graph ended cleanly: an interrupt. Not a failure; the
-            # session stays open so a resume continues the same run under a new span.
+        if error is not None and not isinstance(error, GraphBubbleUp):
+            self._finish(run, f"failure: {type(error).__name__}", error=error)
+        elif interrupted or error is not None:
+            # Not a failure: the session stays open so a resume on the same thread continues the run.
             run.recorder.run_finish(run.key, OUTCOME_INTERRUPTED)
-            return
-        self._finish(run, f"failure: {type(error).__name__}", error=error)
+            thread = run.recorder.info.conversation_id
+            if thread:
+                self._interrupted[thread] = run
+                while len(self._interrupted) > _MAX_INTERRUPTED:
+                    self._interrupted.pop(next(iter(self._interrupted)))
+            else:
+                self._runs.retire(run)
+        elif run.in_context_manager:
+            run.completed = True  # a clean return inside `with mw:`: __exit__ finishes it (mark_failure may follow)
+        else:
+            self._finish(run, OUTCOME_SUCCESS)
 
     def _finish(self, run: AgentRun, outcome: str, *, error: BaseException | None = None) -> None:
         if error is not None:
@@ -362,7 +356,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
 
     def _before_model(self, request: ModelRequest[Any]) -> tuple[AgentRun | None, StepCall | None]:
         try:
-            run = self._run_for(request.state)
+            run = self._current_run()
             if run is None:
                 return None, None
             return run, self._steer(run, request)
@@ -449,7 +443,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[AgentRun | None, Any, object | None]:
         try:
-            run = self._run_for(request.state or {})
+            run = self._current_run()
             if run is None:
                 return None, None, None
             call = request.tool_call
@@ -486,3 +480,26 @@ class ReasonBlocksMiddleware(AgentMiddleware[RBState, Any, Any]):
             run.recorder.end_tool(tool, error=None if isinstance(error, GraphBubbleUp) else error)
         except Exception:
             _log.warning("recording the failed tool call failed", exc_info=True)
+
+
+class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):
+    """``ReasonBlocksMiddleware`` that also returns ``rb_run_id`` and ``rb_step_log`` in the agent's output state.
+
+    It adds one graph node (``after_agent``) and two state fields per run; use it when the caller needs each
+    run's step log from ``invoke``'s result rather than from ``mw.step_log_for(run_id)``.
+    """
+
+    state_schema = RBState
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        try:
+            run = self._current_run()
+            if run is None:
+                return None
+            return {"rb_run_id": run.key, "rb_step_log": [entry.as_dict() for entry in run.step_log]}
+        except Exception:
+            _log.warning("after_agent failed, continuing", exc_info=True)
+            return None
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)

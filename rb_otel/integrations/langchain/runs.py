@@ -23,7 +23,7 @@ class AgentRun:
     session: SteeringSession
     recorder: RunRecorder
     in_context_manager: bool = False
-    completed: bool = False  # after_agent ran (a clean return)
+    completed: bool = False  # the graph returned cleanly inside `with mw:` (finished by __exit__)
     last_timestamp: float | None = None
     touched: float = field(default_factory=time.monotonic)
 

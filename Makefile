@@ -35,6 +35,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_steering.py
 	$(BIN)/python benchmarks/bench_middleware.py
+	$(BIN)/python benchmarks/bench_export.py
 	$(BIN)/python benchmarks/compare.py
 
 wheel: $(STAMP)

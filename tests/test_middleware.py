@@ -276,7 +276,7 @@ def test_context_manager_defers_finish_for_mark_failure(otel: Otel) -> None:
 def test_flush_session_without_context_manager(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
     mw = rb.middleware(agent_name="calc")
-    mw._open_run()
+    mw._tracker.open()
     assert mw.active_runs == 1
     mw.flush_session(outcome_status="failure: Abandoned")
     mw.close()
@@ -538,9 +538,9 @@ def test_innermost_placement_gives_one_chat_span_per_fallback_attempt(otel: Otel
 def test_ttl_sweep_closes_runs_nobody_finished(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
     mw = rb.middleware(agent_name="calc")
-    run = mw._open_run()
-    mw._runs.ttl = 0.0
-    assert mw._runs.sweep(mw._expire, now=run.touched + 1.0, every=0.0) == 1
+    run = mw._tracker.open()
+    mw._tracker.runs.ttl = 0.0
+    assert mw._tracker.runs.sweep(mw._tracker.expire, now=run.touched + 1.0, every=0.0) == 1
     assert mw.active_runs == 0
     assert outcome(otel)[0] == "failure: expired"
     assert otel.metric_sum("rb.runs.active") == 0

@@ -13,9 +13,6 @@ raised by the model or a tool propagate unchanged.
 from __future__ import annotations
 
 import logging
-import threading
-import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
@@ -28,7 +25,6 @@ from langgraph.types import Command, TracePolicy, omit_payload
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from rb_otel.integrations.langchain._guard import guard
 from rb_otel.integrations.langchain._messages import (
     NO_CACHE_CONTROL,
     chat_response,
@@ -38,12 +34,12 @@ from rb_otel.integrations.langchain._messages import (
 )
 from rb_otel.steering.rendering import system_blocks
 from rb_otel.steering.session import SteeringSession
-from rb_otel.telemetry import RunInfo
-from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
+from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.types import StepLogEntry
 
-from ._support import ModelResult, StepCall, base_blocks, detach, node_run_id, reply_of, thread_id_of_config
-from .runs import AgentRun, RunRegistry
+from ._support import ModelResult, StepCall, base_blocks, detach, reply_of
+from .lifecycle import RunTracker
+from .runs import AgentRun
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -54,8 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["RBState", "ReasonBlocksMiddleware"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
-#: Interrupted runs kept for a resume on their checkpointer thread (oldest dropped first).
-_MAX_INTERRUPTED = 1024
 
 #: run_start keys that are stored in their own fields, so they are removed from ``metadata`` (spec 1.3).
 _DEDICATED_KEYS = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id", "task_profile")
@@ -112,25 +106,12 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             if not isinstance(value, str):
                 raise TypeError(f"{name} must be a str, got {type(value).__name__}")
         self._rb = rb
-        self._first_run_id = run_id
         self.agent_name = agent_name
-        self._run_fields = {
-            "agent_name": agent_name,
-            "task": task,
-            "framework": framework,
-            "model": model,
-            "codebase_id": codebase_id,
-            "org_id": org_id,
-            "project_id": project_id,
-            "task_profile": rb.task_profile,
-        }
-        self._metadata = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
-        self._runs = RunRegistry()
-        self._by_graph: dict[uuid.UUID, AgentRun] = {}
-        self._interrupted: dict[str, AgentRun] = {}
-        self._lock = threading.Lock()
-        self._cm_depth = 0
-        self._guard = guard()
+        fields = {"agent_name": agent_name, "task": task, "framework": framework, "model": model,
+                  "codebase_id": codebase_id, "org_id": org_id, "project_id": project_id,
+                  "task_profile": rb.task_profile}  # fmt: skip
+        extras = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
+        self._tracker = RunTracker(rb, first_run_id=run_id, run_fields=fields, metadata=extras)
         rb.telemetry.instruments.init_skip_series(agent_name)
 
     # -- public surface ------------------------------------------------------------------------------------
@@ -138,26 +119,26 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     @property
     def step_log(self) -> list[StepLogEntry]:
         """The step log of the most recent run (one-run-per-middleware use); ``[]`` before any run."""
-        run = self._runs.latest
+        run = self._tracker.runs.latest
         return run.step_log if run is not None else []
 
     def step_log_for(self, run_id: str) -> list[StepLogEntry] | None:
         """The step log of run ``run_id`` (the ``rb_run_id`` of the returned state); recent runs only."""
-        return self._runs.step_log(run_id)
+        return self._tracker.runs.step_log(run_id)
 
     @property
     def session(self) -> SteeringSession | None:
         """The ``SteeringSession`` of the most recent run."""
-        run = self._runs.latest
+        run = self._tracker.runs.latest
         return run.session if run is not None else None
 
     @property
     def active_runs(self) -> int:
-        return len(self._runs)
+        return len(self._tracker.runs)
 
     def mark_failure(self, reason: str = "failure") -> None:
         """Replace the ``success`` outcome of the most recent run (before it finishes, see spec [C1])."""
-        run = self._runs.latest
+        run = self._tracker.runs.latest
         if run is None or run.recorder.finished:
             _log.warning("mark_failure(%r) came after the run finished; call it inside `with mw:`", reason)
             return
@@ -165,29 +146,29 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def flush_session(self, outcome_status: str = "success") -> None:
         """Finish every open run now with ``outcome_status`` (for use without a context manager)."""
-        for run in self._runs.active():
-            self._finish(run, outcome_status)
+        for run in self._tracker.runs.active():
+            self._tracker.finish(run, outcome_status)
 
     def close(self, timeout: float = 5.0) -> None:
         """Flush the tracer and meter providers (when they support it); safe to call more than once."""
         self._rb.flush(timeout)
 
     def __enter__(self) -> ReasonBlocksMiddleware:
-        self._cm_depth += 1
+        self._tracker.cm_depth += 1
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._cm_depth = max(self._cm_depth - 1, 0)
+        self._tracker.cm_depth = max(self._tracker.cm_depth - 1, 0)
         try:
-            for run in self._runs.active():
+            for run in self._tracker.runs.active():
                 if not run.in_context_manager:
                     continue
                 if exc_type is None:
-                    self._finish(run, OUTCOME_SUCCESS)
+                    self._tracker.finish(run, OUTCOME_SUCCESS)
                 else:
-                    self._finish(run, f"failure: {exc_type.__name__}", error=exc)
+                    self._tracker.finish(run, f"failure: {exc_type.__name__}", error=exc)
         finally:
             self.close()
 
@@ -257,106 +238,11 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._after_tool(run, tool, token, result)
         return result
 
-    # -- internals: runs -----------------------------------------------------------------------------------
-
-    def _open_run(self, conversation_id: str = "", *, key: str | None = None) -> AgentRun:
-        key = self._first_run_id or key or str(uuid.uuid4())
-        self._first_run_id = None  # the given run_id names the first run; later runs get fresh ids
-        fields = self._run_fields
-        info = RunInfo(
-            run_id=key,
-            agent_name=fields["agent_name"],
-            framework=fields["framework"],
-            task_profile=fields["task_profile"],
-            task=fields["task"],
-            model=fields["model"],
-            codebase_id=fields["codebase_id"],
-            org_id=fields["org_id"],
-            project_id=fields["project_id"],
-            conversation_id=conversation_id,
-            metadata=self._metadata,
-        )
-        recorder = self._rb.telemetry.run(info)
-        session = self._rb.new_session(
-            run_id=key, emitter=recorder, run_metadata={**fields, "metadata": dict(self._metadata)}
-        )
-        session.start()
-        run = AgentRun(key=key, session=session, recorder=recorder, in_context_manager=self._cm_depth > 0)
-        self._runs.add(run)
-        return run
-
-    def _current_run(self) -> AgentRun | None:
-        """The run of the agent graph invocation this hook belongs to, started on its first hook.
-
-        Runs are keyed by the graph's own chain run (known to the guard), so no graph node is needed to start
-        or finish them; a run interrupted on a checkpointer thread continues, under a new span, when that thread
-        resumes.
-        """
-        graph = self._guard.graph_run_of(node_run_id())
-        if graph is None:
-            return None  # not inside a LangGraph run we could identify: call through unsteered
-        run = self._by_graph.get(graph)
-        if run is not None:
-            run.touched = time.monotonic()
-            return run
-        with self._lock:
-            run = self._by_graph.get(graph)
-            if run is None:
-                self._runs.sweep(self._expire)
-                run = self._start_for(graph)
-                self._by_graph[graph] = run
-        self._guard.watch(graph, lambda error, interrupted: self._graph_ended(graph, run, error, interrupted))
-        return run
-
-    def _start_for(self, graph: uuid.UUID) -> AgentRun:
-        thread = thread_id_of_config()
-        resumed = self._interrupted.pop(thread, None) if thread else None
-        if resumed is not None and not resumed.session.finished:
-            recorder = self._rb.telemetry.run(resumed.recorder.info)
-            recorder.run_start(resumed.key, {})
-            resumed.recorder = recorder
-            resumed.session.emitter = recorder
-            self._runs.add(resumed)
-            return resumed
-        return self._open_run(thread, key=str(graph))
-
-    def _graph_ended(self, graph: uuid.UUID, run: AgentRun, error: BaseException | None, interrupted: bool) -> None:
-        """The agent graph's own chain run ended: finish its run (deferred to ``__exit__`` inside ``with``)."""
-        self._by_graph.pop(graph, None)
-        if run.recorder.finished:
-            return
-        if error is not None and not isinstance(error, GraphBubbleUp):
-            self._finish(run, f"failure: {type(error).__name__}", error=error)
-        elif interrupted or error is not None:
-            # Not a failure: the session stays open so a resume on the same thread continues the run.
-            run.recorder.run_finish(run.key, OUTCOME_INTERRUPTED)
-            thread = run.recorder.info.conversation_id
-            if thread:
-                self._interrupted[thread] = run
-                while len(self._interrupted) > _MAX_INTERRUPTED:
-                    self._interrupted.pop(next(iter(self._interrupted)))
-            else:
-                self._runs.retire(run)
-        elif run.in_context_manager:
-            run.completed = True  # a clean return inside `with mw:`: __exit__ finishes it (mark_failure may follow)
-        else:
-            self._finish(run, OUTCOME_SUCCESS)
-
-    def _finish(self, run: AgentRun, outcome: str, *, error: BaseException | None = None) -> None:
-        if error is not None:
-            run.recorder.run_finish(run.key, outcome, error=error)  # the span gets the exception itself
-        run.session.finish(outcome_status=outcome)  # emits run_finish, a no-op if the span already ended
-        self._runs.retire(run)
-
-    def _expire(self, run: AgentRun) -> None:
-        _log.warning("run %s idle for %.0f s; closing its spans", run.key, self._runs.ttl)
-        self._finish(run, "failure: expired")
-
     # -- internals: model calls ----------------------------------------------------------------------------
 
     def _before_model(self, request: ModelRequest[Any]) -> tuple[AgentRun | None, StepCall | None]:
         try:
-            run = self._current_run()
+            run = self._tracker.current()
             if run is None:
                 return None, None
             return run, self._steer(run, request)
@@ -443,7 +329,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[AgentRun | None, Any, object | None]:
         try:
-            run = self._current_run()
+            run = self._tracker.current()
             if run is None:
                 return None, None, None
             call = request.tool_call
@@ -493,7 +379,7 @@ class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         try:
-            run = self._current_run()
+            run = self._tracker.current()
             if run is None:
                 return None
             return {"rb_run_id": run.key, "rb_step_log": [entry.as_dict() for entry in run.step_log]}

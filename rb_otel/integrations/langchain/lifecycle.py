@@ -1,0 +1,143 @@
+"""Which run a hook belongs to, and how each run ends: the middleware's run tracker."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langgraph.errors import GraphBubbleUp
+
+from rb_otel.telemetry import RunInfo
+from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
+
+from ._guard import guard
+from ._support import node_run_id, thread_id_of_config
+from .runs import AgentRun, RunRegistry
+
+if TYPE_CHECKING:
+    from rb_otel.reasonblocks import ReasonBlocks
+
+__all__ = ["RunTracker"]
+
+_log = logging.getLogger("rb_otel.integrations.langchain")
+#: Interrupted runs kept for a resume on their checkpointer thread (oldest dropped first).
+_MAX_INTERRUPTED = 1024
+
+
+class RunTracker:
+    """Runs keyed by the agent graph's own LangChain run; started on a run's first hook, ended by the guard.
+
+    ``cm_depth`` > 0 while the owning middleware is used as a context manager: clean returns are then left for
+    ``__exit__`` to finish (so ``mark_failure`` after ``invoke`` still counts).
+    """
+
+    def __init__(
+        self, rb: ReasonBlocks, *, first_run_id: str | None, run_fields: Mapping[str, str], metadata: Mapping[str, Any]
+    ) -> None:
+        self._rb = rb
+        self._first_run_id = first_run_id
+        self._run_fields = dict(run_fields)
+        self._metadata = dict(metadata)
+        self.runs = RunRegistry()
+        self.cm_depth = 0
+        self._by_graph: dict[uuid.UUID, AgentRun] = {}
+        self._interrupted: dict[str, AgentRun] = {}
+        self._lock = threading.Lock()
+        self._guard = guard()
+
+    def open(self, conversation_id: str = "", *, key: str | None = None) -> AgentRun:
+        key = self._first_run_id or key or str(uuid.uuid4())
+        self._first_run_id = None  # the given run_id names the first run; later runs get fresh ids
+        fields = self._run_fields
+        info = RunInfo(
+            run_id=key,
+            agent_name=fields["agent_name"],
+            framework=fields["framework"],
+            task_profile=fields["task_profile"],
+            task=fields["task"],
+            model=fields["model"],
+            codebase_id=fields["codebase_id"],
+            org_id=fields["org_id"],
+            project_id=fields["project_id"],
+            conversation_id=conversation_id,
+            metadata=self._metadata,
+        )
+        recorder = self._rb.telemetry.run(info)
+        session = self._rb.new_session(
+            run_id=key, emitter=recorder, run_metadata={**fields, "metadata": dict(self._metadata)}
+        )
+        session.start()
+        run = AgentRun(key=key, session=session, recorder=recorder, in_context_manager=self.cm_depth > 0)
+        self.runs.add(run)
+        return run
+
+    def current(self) -> AgentRun | None:
+        """The run of the agent graph invocation this hook belongs to, started on its first hook.
+
+        Runs are keyed by the graph's own chain run (known to the guard), so no graph node is needed to start
+        or finish them; a run interrupted on a checkpointer thread continues, under a new span, when that thread
+        resumes.
+        """
+        graph = self._guard.graph_run_of(node_run_id())
+        if graph is None:
+            return None  # not inside a LangGraph run we could identify: call through unsteered
+        run = self._by_graph.get(graph)
+        if run is not None:
+            run.touched = time.monotonic()
+            return run
+        with self._lock:
+            run = self._by_graph.get(graph)
+            if run is None:
+                self.runs.sweep(self.expire)
+                run = self._start_for(graph)
+                self._by_graph[graph] = run
+        self._guard.watch(graph, lambda error, interrupted: self._graph_ended(graph, run, error, interrupted))
+        return run
+
+    def _start_for(self, graph: uuid.UUID) -> AgentRun:
+        thread = thread_id_of_config()
+        resumed = self._interrupted.pop(thread, None) if thread else None
+        if resumed is not None and not resumed.session.finished:
+            recorder = self._rb.telemetry.run(resumed.recorder.info)
+            recorder.run_start(resumed.key, {})
+            resumed.recorder = recorder
+            resumed.session.emitter = recorder
+            self.runs.add(resumed)
+            return resumed
+        return self.open(thread, key=str(graph))
+
+    def _graph_ended(self, graph: uuid.UUID, run: AgentRun, error: BaseException | None, interrupted: bool) -> None:
+        """The agent graph's own chain run ended: finish its run (deferred to ``__exit__`` inside ``with``)."""
+        self._by_graph.pop(graph, None)
+        if run.recorder.finished:
+            return
+        if error is not None and not isinstance(error, GraphBubbleUp):
+            self.finish(run, f"failure: {type(error).__name__}", error=error)
+        elif interrupted or error is not None:
+            # Not a failure: the session stays open so a resume on the same thread continues the run.
+            run.recorder.run_finish(run.key, OUTCOME_INTERRUPTED)
+            thread = run.recorder.info.conversation_id
+            if thread:
+                self._interrupted[thread] = run
+                while len(self._interrupted) > _MAX_INTERRUPTED:
+                    self._interrupted.pop(next(iter(self._interrupted)))
+            else:
+                self.runs.retire(run)
+        elif run.in_context_manager:
+            run.completed = True  # a clean return inside `with mw:`: __exit__ finishes it (mark_failure may follow)
+        else:
+            self.finish(run, OUTCOME_SUCCESS)
+
+    def finish(self, run: AgentRun, outcome: str, *, error: BaseException | None = None) -> None:
+        if error is not None:
+            run.recorder.run_finish(run.key, outcome, error=error)  # the span gets the exception itself
+        run.session.finish(outcome_status=outcome)  # emits run_finish, a no-op if the span already ended
+        self.runs.retire(run)
+
+    def expire(self, run: AgentRun) -> None:
+        _log.warning("run %s idle for %.0f s; closing its spans", run.key, self.runs.ttl)
+        self.finish(run, "failure: expired")

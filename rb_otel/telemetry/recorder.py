@@ -15,8 +15,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -24,10 +23,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from rb_otel.steering.calls import OP_MONITORS_EVALUATE, CallNote
+from rb_otel.steering.calls import CallNote
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import (
-    Attributes,
     ChatResponse,
     RunInfo,
     chat_attributes,
@@ -35,40 +33,16 @@ from rb_otel.telemetry.attributes import (
     outcome_label,
     response_attributes,
 )
+from rb_otel.telemetry.child_spans import ChildSpans
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.run_metrics import RunMetrics
+from rb_otel.telemetry.spans import Abandoned, LiveChat, ToolCall, ns
 from rb_otel.types import FSMState, StepLogEntry
 
 __all__ = ["ChatResponse", "RunInfo", "RunRecorder", "chat_attributes", "outcome_label"]
 
 _log = logging.getLogger("rb_otel.telemetry")
-
-
-@dataclass(slots=True)
-class _LiveChat:
-    span: Span
-    started: float
-    provider: str
-    request_model: str
-    composite: float | None
-    response: ChatResponse | None = None
-
-
-class ToolCall:
-    """An open ``execute_tool`` span; finish it with :meth:`RunRecorder.end_tool`."""
-
-    __slots__ = ("name", "span", "start_time", "started")
-
-    def __init__(self, span: Span, name: str, start_time: float | None = None) -> None:
-        self.span = span
-        self.name = name
-        self.started = time.perf_counter()
-        self.start_time = start_time
-
-
-def _ns(seconds: float) -> int:
-    return int(seconds * 1e9)
 
 
 class RunRecorder:
@@ -94,8 +68,8 @@ class RunRecorder:
         self._started_perf = 0.0
         self._started_wall = 0.0
         self._finished = False
-        self._live: dict[int, _LiveChat] = {}
-        self._tools: set[ToolCall] = set()
+        self._live: dict[int, LiveChat] = {}
+        self._children = ChildSpans(tracer, content, self._metrics, lambda: self.context)
         # run summary
         self.state = FSMState.INIT
         self.max_state = FSMState.INIT
@@ -134,7 +108,7 @@ class RunRecorder:
             context=self._parent,
             kind=SpanKind.INTERNAL,
             attributes=self.info.start_attributes(),
-            start_time=None if start_time is None else _ns(start_time),
+            start_time=None if start_time is None else ns(start_time),
         )
         self._ctx = trace.set_span_in_context(self._span)
         self._started_perf = time.perf_counter()
@@ -211,7 +185,7 @@ class RunRecorder:
         span = self._tracer.start_span(
             f"{n.OP_CHAT} {request_model}", context=self.context, kind=SpanKind.CLIENT, attributes=attrs
         )
-        self._live[entry.step] = _LiveChat(span, time.perf_counter(), provider, request_model, composite)
+        self._live[entry.step] = LiveChat(span, time.perf_counter(), provider, request_model, composite)
         return trace.set_span_in_context(span)
 
     def chat_response(self, step: int, response: ChatResponse) -> None:
@@ -242,51 +216,20 @@ class RunRecorder:
 
     # -- remote steering calls ---------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def remote_call(self, operation: str, *, step: int, tier: str | None, server: str) -> Iterator[CallNote]:
+    def remote_call(
+        self, operation: str, *, step: int, tier: str | None, server: str
+    ) -> contextlib.AbstractContextManager[CallNote]:
         """A ``rb.monitors.evaluate`` / ``rb.etraces.retrieve`` span around one rb-api call."""
-        name = n.SPAN_MONITORS_EVALUATE if operation == OP_MONITORS_EVALUATE else n.SPAN_ETRACES_RETRIEVE
-        attrs: Attributes = {n.RB_STEP: step, n.SERVER_ADDRESS: server}
-        if tier:
-            attrs[n.RB_ETRACE_TIER] = tier
-        span = self._tracer.start_span(name, context=self.context, kind=SpanKind.CLIENT, attributes=attrs)
-        note = CallNote()
-        try:
-            yield note
-        finally:
-            if note.count is not None:
-                span.set_attribute(n.RB_ETRACE_COUNT, note.count)
-            if note.error:
-                span.set_attribute(n.ERROR_TYPE, note.error)
-                span.set_status(Status(StatusCode.ERROR, note.error))
-            span.end()
+        return self._children.remote_call(operation, step=step, tier=tier, server=server)
 
     # -- tools -------------------------------------------------------------------------------------------
 
     def start_tool(
         self, *, step: int, name: str, call_id: str, arguments: Any = None, start_time: float | None = None
     ) -> ToolCall:
-        attrs: Attributes = {
-            n.GEN_AI_OPERATION_NAME: n.OP_EXECUTE_TOOL,
-            n.GEN_AI_TOOL_NAME: name,
-            n.GEN_AI_TOOL_TYPE: n.TOOL_TYPE_FUNCTION,
-            n.RB_STEP: step,
-        }
-        if call_id:
-            attrs[n.GEN_AI_TOOL_CALL_ID] = call_id
-        if self._content.capture and arguments is not None:
-            attrs[n.GEN_AI_TOOL_CALL_ARGUMENTS] = self._content.text(arguments)
-        span = self._tracer.start_span(
-            f"{n.OP_EXECUTE_TOOL} {name}",
-            context=self.context,
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-            start_time=None if start_time is None else _ns(start_time),
+        return self._children.start_tool(
+            step=step, name=name, call_id=call_id, arguments=arguments, start_time=start_time
         )
-        call = ToolCall(span, name, start_time)
-        with self._lock:
-            self._tools.add(call)
-        return call
 
     def end_tool(
         self,
@@ -297,28 +240,7 @@ class RunRecorder:
         end_time: float | None = None,
     ) -> None:
         """End a tool span; ``error`` is the exception raised or the error text the tool returned."""
-        with self._lock:
-            if call not in self._tools:
-                return
-            self._tools.discard(call)
-        span = call.span
-        try:
-            error_type = None
-            if error is not None:
-                error_type = type(error).__qualname__ if isinstance(error, BaseException) else "tool_error"
-                span.set_attribute(n.ERROR_TYPE, error_type)
-                span.set_status(Status(StatusCode.ERROR, error_type))
-                if isinstance(error, BaseException):
-                    span.record_exception(error)
-            if self._content.capture and result is not None:
-                span.set_attribute(n.GEN_AI_TOOL_CALL_RESULT, self._content.text(result))
-            if end_time is not None and call.start_time is not None:
-                duration = max(end_time - call.start_time, 0.0)
-            else:
-                duration = time.perf_counter() - call.started
-            self._metrics.tool(call.name, error_type, duration, trace.set_span_in_context(span))
-        finally:
-            span.end(end_time=None if end_time is None else _ns(end_time))
+        self._children.end_tool(call, result=result, error=error, end_time=end_time)
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -364,7 +286,7 @@ class RunRecorder:
                 context=self.context,
                 kind=SpanKind.CLIENT,
                 attributes=attrs,
-                start_time=_ns(start),
+                start_time=ns(start),
             )
             duration = max(finish - start, 0.0)
         span_ctx = trace.set_span_in_context(span)
@@ -374,14 +296,15 @@ class RunRecorder:
         for name, event_attrs in events:
             span.add_event(name, event_attrs)
         try:
-            self._record_step_metrics(
-                entry=entry,
+            self._count(entry, response)
+            self._metrics.step(
+                entry,
                 provider=provider,
                 request_model=request_model,
                 duration=duration,
                 steering_ms=steering_ms,
                 response=response,
-                span_ctx=span_ctx,
+                context=span_ctx,
             )
             if state is not previous:
                 self._transition(previous, state, entry)
@@ -389,34 +312,16 @@ class RunRecorder:
             if live is not None:
                 span.end()
             else:
-                span.end(end_time=_ns(entry.timestamp + duration))
+                span.end(end_time=ns(entry.timestamp + duration))
 
-    def _record_step_metrics(
-        self,
-        *,
-        entry: StepLogEntry,
-        provider: str,
-        request_model: str,
-        duration: float,
-        steering_ms: float | None,
-        response: ChatResponse | None,
-        span_ctx: otel_context.Context,
-    ) -> None:
+    def _count(self, entry: StepLogEntry, response: ChatResponse | None) -> None:
+        """Add one step to the run summary written on the run span at the end."""
         self.steps += 1
         self.tokens += entry.tokens
         self.monitor_injections += entry.injection_sources.count("MonitorSteeringInjection")
         if response is not None:
             self.input_tokens += response.input_tokens or 0
             self.output_tokens += response.output_tokens or 0
-        self._metrics.step(
-            entry,
-            provider=provider,
-            request_model=request_model,
-            duration=duration,
-            steering_ms=steering_ms,
-            response=response,
-            context=span_ctx,
-        )
 
     def _transition(self, previous: FSMState, state: FSMState, entry: StepLogEntry) -> None:
         self.state = state
@@ -426,7 +331,7 @@ class RunRecorder:
             self._span.add_event(
                 n.EVENT_FSM_TRANSITION,
                 {n.RB_STEP: entry.step, n.RB_FSM_FROM: previous.value, n.RB_FSM_TO: state.value},
-                timestamp=_ns(entry.timestamp),
+                timestamp=ns(entry.timestamp),
             )
         self._metrics.transition(previous, state, active=not self._finished)
         if state is FSMState.SKIP and not self.entered_skip:
@@ -439,13 +344,8 @@ class RunRecorder:
         span = self._span
         assert span is not None
         for step in list(self._live):
-            self.chat_failed(step, _Abandoned("the run ended while this model call was open"))
-        with self._lock:
-            tools, self._tools = list(self._tools), set()
-        for call in tools:
-            call.span.set_attribute(n.ERROR_TYPE, "abandoned")
-            call.span.set_status(Status(StatusCode.ERROR, "the run ended while this tool call was open"))
-            call.span.end()
+            self.chat_failed(step, Abandoned("the run ended while this model call was open"))
+        self._children.abandon_tools()
         label = outcome_label(outcome)
         span.set_attributes(
             {
@@ -473,8 +373,4 @@ class RunRecorder:
         self._metrics.finished(
             state=self.state, outcome_label=label, max_state=self.max_state, duration=duration, context=self._ctx
         )
-        span.end(end_time=None if end_time is None else _ns(end_time))
-
-
-class _Abandoned(Exception):
-    """Marks a span that was still open when its run ended (cancellation, abandoned stream)."""
+        span.end(end_time=None if end_time is None else ns(end_time))

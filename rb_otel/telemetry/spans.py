@@ -1,0 +1,42 @@
+"""Small span bookkeeping types used by ``RunRecorder``: open model and tool calls, time conversion."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from opentelemetry.trace import Span
+
+from rb_otel.telemetry.attributes import ChatResponse
+
+__all__ = ["Abandoned", "LiveChat", "ToolCall", "ns"]
+
+
+@dataclass(slots=True)
+class LiveChat:
+    span: Span
+    started: float
+    provider: str
+    request_model: str
+    composite: float | None
+    response: ChatResponse | None = None
+
+
+class ToolCall:
+    """An open ``execute_tool`` span; finish it with :meth:`RunRecorder.end_tool`."""
+
+    __slots__ = ("name", "span", "start_time", "started")
+
+    def __init__(self, span: Span, name: str, start_time: float | None = None) -> None:
+        self.span = span
+        self.name = name
+        self.started = time.perf_counter()
+        self.start_time = start_time
+
+
+def ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+class Abandoned(Exception):
+    """Marks a span that was still open when its run ended (cancellation, abandoned stream)."""

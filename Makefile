@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: demo test lint typecheck unit bench wheel clean
+.PHONY: demo test lint typecheck unit bench bench-scale bench-memory profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,18 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_middleware.py
 	$(BIN)/python benchmarks/bench_export.py
 	$(BIN)/python benchmarks/compare.py
+
+## bench-scale: 1,000 runs on up to 1,000 threads through one middleware (throughput, isolation)
+bench-scale: $(STAMP)
+	$(BIN)/python benchmarks/bench_scale.py
+
+## bench-memory: RSS across 5,000 sequential runs and rounds of 200 concurrent runs
+bench-memory: $(STAMP)
+	$(BIN)/python benchmarks/bench_memory.py
+
+## profile: py-spy flame graph and summary of the hot path -> benchmarks/profiles/
+profile: $(STAMP)
+	$(BIN)/python benchmarks/profile_hot_path.py
 
 wheel: $(STAMP)
 	$(BIN)/python -m pip wheel --no-deps --wheel-dir dist .

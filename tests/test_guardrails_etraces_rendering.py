@@ -8,7 +8,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from rb_otel import FSMState, HashingEmbeddings, InMemoryPatternStore, MonitorEvaluation, Pattern, render_pattern
 from rb_otel.steering.etraces import RetrievalQuery, load_default_library
 from rb_otel.steering.guardrails import MonitorGuardrails, e1_gate_open
-from rb_otel.steering.rendering import system_blocks
+from rb_otel.steering.rendering import render_injection, system_blocks
+from rb_otel.steering.text import content_words
+from rb_otel.types import PendingInjection
 
 # -- guardrails -----------------------------------------------------------------------------------------------
 
@@ -155,6 +157,25 @@ def test_render_pattern_uses_tags_for_claude(model: str) -> None:
 def test_render_is_deterministic() -> None:
     fields = {"b": 1, "a": [1, 2], "title": "t"}
     assert render_pattern("e1", "m", fields) == render_pattern("e1", "m", dict(reversed(fields.items())))
+
+
+def test_render_injection_reuses_a_stored_pattern_only_while_its_fields_are_equal() -> None:
+    fields = {"title": "Check before you edit", "guidance": "Open the file first."}
+    first = PendingInjection(source="E3Injection", tier="e3", fields=dict(fields), pattern_id="cache-test")
+    assert render_injection(first, "openai:gpt-4o") == render_pattern("e3", "openai:gpt-4o", fields)
+    assert render_injection(first, "claude-3-haiku") == render_pattern("e3", "claude-3-haiku", fields)
+    changed = PendingInjection(
+        source="E3Injection", tier="e3", fields={**fields, "guidance": "Run the tests."}, pattern_id="cache-test"
+    )
+    assert "Run the tests." in render_injection(changed, "openai:gpt-4o")  # same id, new fields: rendered again
+    assert render_injection(PendingInjection(source="x", text="plain"), "m") == "plain"
+
+
+def test_content_words_are_stemmed_word_runs_without_stop_words() -> None:
+    words = content_words("The `src/auth.py` timeouts: it's checking AuthError again, naïve-approach.")
+    assert {"src", "auth", "timeout", "check", "autherror", "naïve", "approach"} <= words
+    assert not words & {"the", "it", "again", "py", "s"}  # stop words and runs under 3 characters are dropped
+    assert content_words("x" * 10_000 + " needle") == frozenset({"x" * 4000})  # only the first 4,000 chars
 
 
 def test_system_blocks() -> None:

@@ -391,6 +391,9 @@ def test_metrics_after_a_known_script(otel: Otel) -> None:
     fired = sum(len(e.monitors_fired) for e in log)
     assert otel.metric_sum("rb.monitor.fired") == fired
     assert otel.metric_sum("rb.injections") == sum(len(e.injection_sources) for e in log)
+    for source in {s for e in log for s in e.injection_sources}:  # one add per source and step, summed right
+        expected = sum(e.injection_sources.count(source) for e in log)
+        assert otel.metric_sum("rb.injections", rb__injection__source=source) == expected
     assert otel.metric_sum("gen_ai.client.token.usage", gen_ai__token__type="input") == 7
     assert otel.metric_sum("gen_ai.client.operation.duration") == 7
     assert otel.metric_sum("gen_ai.execute_tool.duration") == 6

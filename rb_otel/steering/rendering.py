@@ -66,11 +66,28 @@ def render_pattern(tier: str, model_id: str, fields: Mapping[str, Any]) -> str:
     return f"**{heading}**\n{body}"
 
 
+#: Rendered stored patterns, keyed by (pattern id, tier, Claude family); a hit is used only if the fields are
+#: equal, so a changed pattern is rendered again. Bounded: cleared when full.
+_RENDERED: dict[tuple[str, str, bool], tuple[Mapping[str, Any], str]] = {}
+_RENDERED_MAX = 4096
+
+
 def render_injection(injection: PendingInjection, model_id: str) -> str:
     """Plain text passes through; a ``(tier, fields)`` pattern goes through :func:`render_pattern`."""
     if injection.text is not None:
         return injection.text
-    return render_pattern(injection.tier or "", model_id, injection.fields or {})
+    tier, fields = injection.tier or "", injection.fields or {}
+    if not injection.pattern_id:
+        return render_pattern(tier, model_id, fields)
+    key = (injection.pattern_id, tier, model_family_is_claude(model_id))
+    hit = _RENDERED.get(key)
+    if hit is not None and hit[0] == fields:  # comparing is much cheaper than rendering
+        return hit[1]
+    text = render_pattern(tier, model_id, fields)
+    if len(_RENDERED) >= _RENDERED_MAX:
+        _RENDERED.clear()
+    _RENDERED[key] = (fields, text)
+    return text
 
 
 def guidance_block(rendered: str) -> str:

@@ -43,6 +43,7 @@ from rb_otel.types import FSMState, StepLogEntry
 __all__ = ["ChatResponse", "RunInfo", "RunRecorder", "chat_attributes", "outcome_label"]
 
 _log = logging.getLogger("rb_otel.telemetry")
+_UNSET = object()
 
 
 class RunRecorder:
@@ -185,7 +186,7 @@ class RunRecorder:
         span = self._tracer.start_span(
             f"{n.OP_CHAT} {request_model}", context=self.context, kind=SpanKind.CLIENT, attributes=attrs
         )
-        self._live[entry.step] = LiveChat(span, time.perf_counter(), provider, request_model, composite)
+        self._live[entry.step] = LiveChat(span, time.perf_counter(), provider, request_model, composite, attrs)
         return trace.set_span_in_context(span)
 
     def chat_response(self, step: int, response: ChatResponse) -> None:
@@ -270,7 +271,9 @@ class RunRecorder:
             attrs.update(extra)
         if live is not None:
             span = live.span
-            span.set_attributes(attrs)
+            # Setting an attribute re-validates its value; most were already set at start_span.
+            started = live.start_attributes
+            span.set_attributes({k: v for k, v in attrs.items() if started.get(k, _UNSET) != v})
             duration = time.perf_counter() - live.started
             provider, request_model = live.provider, live.request_model
         else:

@@ -12,14 +12,33 @@ from rb_otel.types import FSMState, StepLogEntry
 __all__ = ["RunMetrics"]
 
 
+class _StepLabels:
+    """The label sets of one step's measurements (never mutated: the SDK copies what it keeps)."""
+
+    __slots__ = ("input_tokens", "operation", "output_tokens", "state", "steps")
+
+    def __init__(self, agent: Attributes, state: str, provider: str, request_model: str) -> None:
+        self.steps: Attributes = {**agent, n.RB_FSM_STATE: state, n.GEN_AI_REQUEST_MODEL: request_model}
+        self.state: Attributes = {**agent, n.RB_FSM_STATE: state}
+        self.operation: Attributes = {
+            n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
+            n.GEN_AI_PROVIDER_NAME: provider,
+            n.GEN_AI_REQUEST_MODEL: request_model,
+            n.RB_FSM_STATE: state,
+        }
+        self.input_tokens: Attributes = {**self.operation, n.GEN_AI_TOKEN_TYPE: "input"}
+        self.output_tokens: Attributes = {**self.operation, n.GEN_AI_TOKEN_TYPE: "output"}
+
+
 class RunMetrics:
     """Records a run's measurements; labels never include a run id (telemetry.md)."""
 
-    __slots__ = ("_agent", "_inst")
+    __slots__ = ("_agent", "_inst", "_labels")
 
     def __init__(self, instruments: Instruments, agent_name: str) -> None:
         self._inst = instruments
         self._agent: Attributes = {n.GEN_AI_AGENT_NAME: agent_name}
+        self._labels: dict[tuple[str, str, str], _StepLabels] = {}
 
     def started(self, state: FSMState) -> None:
         self._inst.runs_active.add(1, {**self._agent, n.RB_FSM_STATE: state.value})
@@ -36,28 +55,31 @@ class RunMetrics:
         context: otel_context.Context,
     ) -> None:
         inst, agent = self._inst, self._agent
-        inst.steps.add(
-            1, {**agent, n.RB_FSM_STATE: entry.fsm_state, n.GEN_AI_REQUEST_MODEL: request_model}, context=context
-        )
+        labels = self._step_labels(entry.fsm_state, provider, request_model)
+        inst.steps.add(1, labels.steps, context=context)
         if entry.difficulty is not None:
-            inst.difficulty.record(entry.difficulty, {**agent, n.RB_FSM_STATE: entry.fsm_state}, context=context)
+            inst.difficulty.record(entry.difficulty, labels.state, context=context)
         for monitor in entry.monitors_fired:
             inst.monitor_fired.add(1, {**agent, n.RB_MONITOR: monitor}, context=context)
-        for source in entry.injection_sources:
-            inst.injections.add(1, {**agent, n.RB_INJECTION_SOURCE: source}, context=context)
+        sources = entry.injection_sources
+        for source in sources if len(sources) < 2 else dict.fromkeys(sources):  # one add per source, not per item
+            inst.injections.add(sources.count(source), {**agent, n.RB_INJECTION_SOURCE: source}, context=context)
         if steering_ms is not None:
             inst.steering_duration.record(steering_ms / 1000.0, agent, context=context)
-        op_labels: Attributes = {
-            n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
-            n.GEN_AI_PROVIDER_NAME: provider,
-            n.GEN_AI_REQUEST_MODEL: request_model,
-            n.RB_FSM_STATE: entry.fsm_state,
-        }
-        inst.operation_duration.record(duration, op_labels, context=context)
+        inst.operation_duration.record(duration, labels.operation, context=context)
         if response is not None:
-            for token_type, value in (("input", response.input_tokens), ("output", response.output_tokens)):
-                if value is not None:
-                    inst.token_usage.record(value, {**op_labels, n.GEN_AI_TOKEN_TYPE: token_type}, context=context)
+            if response.input_tokens is not None:
+                inst.token_usage.record(response.input_tokens, labels.input_tokens, context=context)
+            if response.output_tokens is not None:
+                inst.token_usage.record(response.output_tokens, labels.output_tokens, context=context)
+
+    def _step_labels(self, state: str, provider: str, request_model: str) -> _StepLabels:
+        # The same few label sets repeat on every step of a run: build them once per (state, provider, model).
+        key = (state, provider, request_model)
+        labels = self._labels.get(key)
+        if labels is None:
+            labels = self._labels[key] = _StepLabels(self._agent, state, provider, request_model)
+        return labels
 
     def chat_failed(
         self,

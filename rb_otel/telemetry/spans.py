@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from opentelemetry.trace import Span
 
-from rb_otel.telemetry.attributes import ChatResponse
+from rb_otel.telemetry.attributes import Attributes, ChatResponse
 
 __all__ = ["Abandoned", "LiveChat", "ToolCall", "ns"]
 
@@ -19,6 +19,8 @@ class LiveChat:
     provider: str
     request_model: str
     composite: float | None
+    #: The attributes the span was started with: at the end only what changed is set again.
+    start_attributes: Attributes
     response: ChatResponse | None = None
 
 

@@ -67,8 +67,15 @@ def _input_text(action_input: str) -> str:
         except ValueError:
             return action_input
         if isinstance(parsed, dict):
-            return " ".join(v if isinstance(v, str) else json.dumps(v) for v in parsed.values())
+            return " ".join(_value_text(v) for v in parsed.values())
     return action_input
+
+
+def _value_text(value: object) -> str:
+    # Numbers read the same through str() and json.dumps() (the text is lower-cased); str() is cheaper.
+    if isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, int | float) else json.dumps(value)
 
 
 def _has_any(text: str, keys: tuple[str, ...]) -> bool:
@@ -80,7 +87,12 @@ def _claims(thought: str) -> frozenset[tuple[str, str, bool]]:
     return frozenset((subj.rstrip("."), pred.rstrip("."), bool(neg)) for subj, neg, pred in _CLAIM.findall(thought))
 
 
+_NO_PATHS: frozenset[str] = frozenset()
+
+
 def _paths(text: str) -> frozenset[str]:
+    if "/" not in text and "." not in text:
+        return _NO_PATHS
     words = [w for t in text.split() if (w := t.strip(_PUNCT)) and ("/" in w or "." in w)]
     return frozenset(w for w in words if ("/" in w and len(w) > 1) or ("." in w and _DOTTED.fullmatch(w)))
 

@@ -48,7 +48,7 @@ bench-memory: $(STAMP)
 
 ## profile: py-spy flame graph and summary of the hot path -> benchmarks/profiles/
 profile: $(STAMP)
-	$(BIN)/python benchmarks/profile_hot_path.py
+	$(BIN)/python benchmarks/profile_hot_path.py --threads 256
 
 wheel: $(STAMP)
 	$(BIN)/python -m pip wheel --no-deps --wheel-dir dist .

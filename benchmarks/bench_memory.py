@@ -88,7 +88,12 @@ def main() -> None:
     half = len(rounds) // 2
     concurrent_growth = rounds[-1] - rounds[half - 1] if half else 0.0
     last = len(rounds) - half
-    print(f"concurrent: {rounds[0]:.1f} MB after round 1, {concurrent_growth:+.1f} MB over the last {last} rounds")
+    quarter = max(len(rounds) // 4, 1)
+    tail_growth = rounds[-1] - rounds[-quarter - 1] if len(rounds) > quarter else 0.0
+    print(
+        f"concurrent: {rounds[0]:.1f} MB after round 1, {concurrent_growth:+.1f} MB over the last {last} rounds, "
+        f"{tail_growth:+.1f} MB over the last {quarter}"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
@@ -97,6 +102,7 @@ def main() -> None:
                     "sequential_growth_mb": sequential_growth,
                     "concurrent_mb": rounds,
                     "concurrent_growth_mb": concurrent_growth,
+                    "concurrent_tail_growth_mb": tail_growth,
                 },
                 f,
                 indent=1,

@@ -2,8 +2,9 @@
 
 Workload (the performance issue's): a deterministic scripted model, 5 model calls and 4 tool calls per run,
 sync invoke, spans through a BatchSpanProcessor into an in-memory exporter, metrics into an in-memory reader.
-Bare and instrumented runs are interleaved in one process; each pass reports the ratio against the bare agent
-of the same pass. Numbers, not assertions.
+Bare and instrumented runs alternate one run at a time in one process (so slow drifts of this machine's speed
+hit both alike); each pass reports the median of the per-pair ratios and the overhead per model call.
+Numbers, not assertions.
 
     python benchmarks/bench_middleware.py [--runs 200] [--passes 5] [--json FILE]
 """
@@ -58,10 +59,23 @@ def build() -> tuple[Any, Any, InMemorySpanExporter]:
 def time_runs(agent: Any, runs: int) -> list[float]:
     out = []
     for _ in range(runs):
-        started = time.perf_counter()
-        agent.invoke({"messages": [("user", "what is 1+2?")]})
-        out.append((time.perf_counter() - started) * 1000)
+        out.append(_one(agent))
     return out
+
+
+def _one(agent: Any) -> float:
+    started = time.perf_counter()
+    agent.invoke({"messages": [("user", "what is 1+2?")]})
+    return (time.perf_counter() - started) * 1000
+
+
+def time_pairs(bare: Any, steered: Any, runs: int) -> tuple[list[float], list[float]]:
+    """``runs`` pairs, bare then steered; returns both timing lists (ms)."""
+    bare_ms, steered_ms = [], []
+    for _ in range(runs):
+        bare_ms.append(_one(bare))
+        steered_ms.append(_one(steered))
+    return bare_ms, steered_ms
 
 
 def main() -> None:
@@ -75,20 +89,23 @@ def main() -> None:
     time_runs(steered, 30)
     rows = []
     for p in range(args.passes):
-        b = statistics.median(time_runs(bare, args.runs))
-        s = statistics.median(time_runs(steered, args.runs))
+        bare_ms, steered_ms = time_pairs(bare, steered, args.runs)
         exporter.clear()
+        b, st = statistics.median(bare_ms), statistics.median(steered_ms)
+        ratio = statistics.median(s_ / b_ for b_, s_ in zip(bare_ms, steered_ms, strict=True))
         rows.append(
             {
                 "pass": p,
                 "bare_ms": b,
-                "rb_otel_ms": s,
-                "ratio": s / b,
-                "overhead_per_model_call_us": (s - b) / MODEL_CALLS * 1000,
+                "rb_otel_ms": st,
+                "ratio": ratio,
+                "overhead_per_model_call_us": statistics.median(
+                    (s_ - b_) / MODEL_CALLS * 1000 for b_, s_ in zip(bare_ms, steered_ms, strict=True)
+                ),
             }
         )
         print(
-            f"pass {p}: bare {b:.2f} ms/run  rb-otel {s:.2f} ms/run  ratio {s / b:.2f}x  "
+            f"pass {p}: bare {b:.2f} ms/run  rb-otel {st:.2f} ms/run  ratio {ratio:.2f}x  "
             f"overhead {rows[-1]['overhead_per_model_call_us']:.0f} us per model call"
         )
     ratio = statistics.median(r["ratio"] for r in rows)

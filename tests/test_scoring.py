@@ -176,3 +176,33 @@ def test_optimised_counter_matches_the_reference(words: list[str]) -> None:
     from rb_otel.steering.scoring import _count_hits
 
     assert _count_hits(words, " ".join(words)) == _reference_hits(words)
+
+
+def test_shared_tokenisation_cache_is_safe_across_threads() -> None:
+    """Many threads scoring different thoughts at once get the same words as one thread does."""
+    import sys
+    import threading
+
+    from rb_otel.steering.text import content_words, tokens
+
+    texts = [f"Thread {i}: the KeyError in src/mod_{i}.py maybe comes from parse_{i}()" for i in range(16)]
+    expected = {t: (tokens(t).words, content_words(t)) for t in texts}
+    mismatches: list[str] = []
+
+    def work(text: str) -> None:
+        for _ in range(300):
+            words = tokens(text).words
+            if words != expected[text][0] or content_words(text) != expected[text][1]:
+                mismatches.append(text)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, so a torn read would show
+    try:
+        threads = [threading.Thread(target=work, args=(t,)) for t in texts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert mismatches == []

@@ -56,12 +56,12 @@ class Tokens(NamedTuple):
 
 class _LastTokens:
     # The scorer and the monitors read the same thought one after the other: tokenise it once. Keyed by the
-    # identity of the string, so a hit is exact; a plain attribute swap is atomic under the GIL.
-    __slots__ = ("text", "tokens")
+    # identity of the string, so a hit is exact. Text and tokens live in ONE tuple: reading or replacing one
+    # attribute is atomic under the GIL, reading two would not be (another thread could swap in between).
+    __slots__ = ("entry",)
 
     def __init__(self) -> None:
-        self.text: str | None = None
-        self.tokens = Tokens("", [])
+        self.entry: tuple[str | None, Tokens] = (None, Tokens("", []))
 
 
 _LAST = _LastTokens()
@@ -69,12 +69,12 @@ _LAST = _LastTokens()
 
 def tokens(text: str) -> Tokens:
     """Tokenise ``text`` (cached for the most recent string object)."""
-    last = _LAST
-    if last.text is text:
-        return last.tokens
+    cached_text, cached = _LAST.entry
+    if cached_text is text:
+        return cached
     lowered = text.lower()
     result = Tokens(lowered, [w for t in lowered.split() if (w := t.strip(PUNCTUATION))])
-    last.tokens, last.text = result, text
+    _LAST.entry = (text, result)
     return result
 
 
@@ -86,8 +86,8 @@ def content_words(text: str) -> frozenset[str]:
     """
     if len(text) > MAX_TEXT_CHARS:
         text = text[:MAX_TEXT_CHARS]
-    last = _LAST
-    lowered = last.tokens.lowered if last.text is text else text.lower()  # the scorer usually lowered it already
+    cached_text, cached = _LAST.entry
+    lowered = cached.lowered if cached_text is text else text.lower()  # the scorer usually lowered it already
     found = set(_CONTENT_WORD.findall(lowered))
     found -= STOPWORDS
     get = _STEMS.get

@@ -90,9 +90,9 @@ def _frame_line(frame: str) -> tuple[str, int] | None:
     return (found.group(1), int(found.group(2))) if found else None
 
 
-def _rb_otel_lock_lines() -> set[tuple[str, int] | None]:
+def _rb_otel_lock_lines() -> set[tuple[str, int]]:
     root = HERE.parent
-    lines: set[tuple[str, int] | None] = set()
+    lines: set[tuple[str, int]] = set()
     for path in (root / "rb_otel").rglob("*.py"):
         for number, text in enumerate(path.read_text().splitlines(), 1):
             if re.search(r"with .*_lock\b|\.acquire\(", text):

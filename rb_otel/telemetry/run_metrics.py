@@ -62,7 +62,7 @@ class RunMetrics:
         for monitor in entry.monitors_fired:
             inst.monitor_fired.add(1, {**agent, n.RB_MONITOR: monitor}, context=context)
         sources = entry.injection_sources
-        for source in sources if len(sources) < 2 else dict.fromkeys(sources):  # one add per source, not per item
+        for source in dict.fromkeys(sources):  # one add per source, by its count (E3 queues several at once)
             inst.injections.add(sources.count(source), {**agent, n.RB_INJECTION_SOURCE: source}, context=context)
         if steering_ms is not None:
             inst.steering_duration.record(steering_ms / 1000.0, agent, context=context)

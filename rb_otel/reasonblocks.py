@@ -213,8 +213,8 @@ class ReasonBlocks:
 
         Each run's steps come back in ``invoke``'s result as ``rb_step_log`` (with ``rb_run_id``), and from
         ``mw.step_log_for(run_id)``; the run id is the LangChain run id (``config={"run_id": ...}``) unless
-        ``run_id=`` names the first run. ``step_log_in_state=False`` drops the state fields and their one
-        ``after_agent`` graph node; runs are tracked without any graph node either way.
+        ``run_id=`` names the first run. ``step_log_in_state=False`` drops the two state fields (and the
+        per-step state update that fills them); neither variant adds a graph node.
         """
         from rb_otel.integrations.langchain.middleware import (
             ReasonBlocksMiddleware,

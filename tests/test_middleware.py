@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import uuid
 from typing import Any
 
 import pytest
 from conftest import Otel, add, calc_script, explode
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, SystemMessage
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from langgraph.types import Command, interrupt
 from opentelemetry.trace import SpanKind, StatusCode
 
 from rb_otel import DifficultyFSM, ReasonBlocks, SteeringSession, TraceStateManager
+from rb_otel.integrations.langchain.middleware import add_steps
 from rb_otel.testing import ScriptedChatModel, tool_call
 
 HARD = "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with KeyError again."
@@ -83,6 +87,50 @@ def test_invoke_span_tree_attributes_and_step_log(otel: Otel) -> None:
     tool_span = otel.spans("execute_tool")[0]
     t = dict(tool_span.attributes or {})
     assert t["gen_ai.tool.name"] == "add" and t["gen_ai.tool.type"] == "function" and t["gen_ai.tool.call.id"]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_tool_span_is_current_while_the_tool_runs(otel: Otel, use_async: bool) -> None:
+    tracer = otel.tracer_provider.get_tracer("tool-internals")
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        with tracer.start_as_current_span("inside lookup"):
+            return key.upper()
+
+    @tool
+    def broken(key: str) -> str:
+        """Always fails, as an error message the agent sees."""
+        raise ToolException(f"no such key {key}")
+
+    broken.handle_tool_error = True
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    script = [
+        tool_call("lookup", {"key": "a"}, "c1", content="Looking a up."),
+        tool_call("broken", {"key": "b"}, "c2", content="Looking b up."),
+        AIMessage("done"),
+    ]
+    agent, mw = agent_for(rb, ScriptedChatModel(script=script), tools=[lookup, broken])
+    unsteered = create_agent(ScriptedChatModel(script=script), [lookup, broken])  # same process, no middleware
+    payload = {"messages": [("user", "x")]}
+    if use_async:
+        asyncio.run(agent.ainvoke(payload))
+        asyncio.run(unsteered.ainvoke(payload))
+    else:
+        agent.invoke(payload)
+        unsteered.invoke(payload)
+    tools = {dict(s.attributes or {})["gen_ai.tool.name"]: s for s in otel.spans("execute_tool")}
+    assert sorted(tools) == ["broken", "lookup"] and len(otel.spans("execute_tool")) == 2
+    inside = [s for s in otel.exporter.get_finished_spans() if s.name == "inside lookup"]
+    assert len(inside) == 2  # one per agent; only the steered one's sits under an execute_tool span
+    parents = sorted(s.parent.span_id if s.parent else 0 for s in inside)
+    assert parents == [0, tools["lookup"].context.span_id]
+    assert dict(tools["broken"].attributes or {})["error.type"]
+    assert tools["broken"].status.status_code is StatusCode.ERROR
+    assert dict(tools["lookup"].attributes or {})["rb.step"] == 0
+    assert dict(tools["broken"].attributes or {})["rb.step"] == 1
+    assert_nothing_open(otel, mw)
 
 
 def test_run_span_is_child_of_the_callers_span(otel: Otel) -> None:
@@ -162,6 +210,47 @@ def test_stateful_variant_returns_the_step_log_under_concurrency(otel: Otel) -> 
         assert [e.as_dict() for e in mw.step_log_for(o["rb_run_id"]) or []] == o["rb_step_log"]
 
 
+def test_step_log_in_state_adds_no_graph_node_and_each_turn_has_its_own_log(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    bare = create_agent(ScriptedChatModel(script=calc_script()), [add])
+    mw = rb.middleware(agent_name="calc")
+    agent = create_agent(
+        ScriptedChatModel(script=calc_script() * 2), [add], middleware=[mw], checkpointer=InMemorySaver()
+    )
+    assert set(agent.get_graph().nodes) == set(bare.get_graph().nodes)
+    config = {"configurable": {"thread_id": "turns"}}
+    first = agent.invoke({"messages": [("user", "x")]}, config)
+    second = agent.invoke({"messages": [("user", "again")]}, config)  # same thread: state carried over
+    assert first["rb_run_id"] != second["rb_run_id"]
+    for out in (first, second):
+        assert [e["step"] for e in out["rb_step_log"]] == [0, 1, 2, 3, 4]
+        assert out["rb_step_log"] == [e.as_dict() for e in mw.step_log_for(out["rb_run_id"]) or []]
+
+
+@given(st.lists(st.integers(min_value=1, max_value=30), min_size=1, max_size=6), st.lists(st.integers(0, 40)))
+def test_step_log_reducer_keeps_the_latest_run_in_step_order(run_lengths: list[int], stray: list[int]) -> None:
+    log: list[dict[str, Any]] = []
+    for length in run_lengths:  # consecutive runs on one checkpointed thread, one state update per model call
+        for step in range(length):
+            log = add_steps(log, [{"step": step, "run": length}])
+    assert [e["step"] for e in log] == list(range(run_lengths[-1]))
+    assert all(e["run"] == run_lengths[-1] for e in log)
+    for step in stray:  # any update: steps stay strictly increasing and the update is the last entry
+        entry = {"step": step}
+        log = add_steps(log, [entry])
+        assert log[-1] is entry
+        assert all(a["step"] < b["step"] for a, b in itertools.pairwise(log))
+    assert add_steps(log, []) == log
+
+
+def test_stateless_variant_leaves_the_state_alone(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()), step_log_in_state=False)
+    out = agent.invoke({"messages": [("user", "x")]})
+    assert "rb_step_log" not in out and "rb_run_id" not in out
+    assert len(mw.step_log) == 5
+
+
 def outcome(otel: Otel) -> tuple[str, StatusCode, Any]:
     root = otel.spans("invoke_agent")[-1]
     a = dict(root.attributes or {})
@@ -213,7 +302,10 @@ def test_cancellation_closes_the_run(otel: Otel) -> None:
 
     async def main() -> None:
         task = asyncio.create_task(agent.ainvoke({"messages": [("user", "x")]}))
-        await asyncio.sleep(0.1)
+        for _ in range(500):  # cancel inside the first model call (a fixed sleep is flaky on a slow machine)
+            if mw.active_runs:
+                break
+            await asyncio.sleep(0.01)
         task.cancel()
         await task
 
@@ -251,12 +343,16 @@ def test_interrupt_is_not_an_error_and_resume_continues_the_run(otel: Otel) -> N
     assert outcome(otel) == ("interrupted", StatusCode.UNSET, None)
     first_root = otel.spans("invoke_agent")[0]
     assert dict(first_root.attributes or {})["gen_ai.conversation.id"] == "t1"
-    agent.invoke(Command(resume="yes"), config)
+    assert [e["step"] for e in out["rb_step_log"]] == [0]  # the state has the log as far as it got
+    out = agent.invoke(Command(resume="yes"), config)
+    assert out["rb_step_log"] == [e.as_dict() for e in mw.step_log]  # and the resumed run appended to it
     roots = otel.spans("invoke_agent")
     assert len(roots) == 2 and outcome(otel)[0] == "success"
     assert dict(roots[1].attributes or {})["rb.run_id"] == dict(first_root.attributes or {})["rb.run_id"]
     steps = [e.step for e in mw.step_log]
     assert steps == sorted(steps) and steps[-1] == len(steps) - 1  # the resumed run kept counting
+    resumed_tools = [s for s in otel.spans("execute_tool") if s.parent and s.parent.span_id == roots[1].context.span_id]
+    assert [s.status.status_code for s in resumed_tools] == [StatusCode.UNSET]  # the tool that resumed is recorded
     assert_nothing_open(otel, mw)
 
 

@@ -6,8 +6,10 @@ error of the graph's own chain run. The first middleware created registers one p
 LangChain's public ``register_configure_hook`` (the mechanism LangSmith tracing uses), so it is attached to
 every run without the caller passing ``callbacks=``.
 
-The handler only keeps a child -> parent map of chain runs in flight (dropped as they end) and calls back the
-runs a middleware asked to watch. Its methods are ``run_inline`` and must never raise.
+The handler only keeps a child -> parent map of chain runs in flight (dropped as they end), calls back the
+runs a middleware asked to watch, and reports tool runs to the middleware that claims their agent graph (a
+callback costs the agent far less than a ``wrap_tool_call`` hook). Its methods are ``run_inline`` (so a tool
+span is current while the tool runs) and must never raise.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ import contextvars
 import functools
 import logging
 import threading
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.errors import GraphBubbleUp
 
-__all__ = ["RunEndGuard", "guard"]
+__all__ = ["RunEndGuard", "ToolObserver", "guard"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
@@ -33,15 +36,25 @@ EndCallback = Callable[[BaseException | None, bool], None]
 _MAX_TRACKED = 200_000
 
 
+class ToolObserver(Protocol):
+    """Records the tool runs of the agent graphs it claims."""
+
+    def tool_started(self, graph: UUID, name: str, call_id: str, arguments: Any) -> object | None:
+        """Start recording a tool run of agent graph run ``graph``: a handle, or ``None`` if not ours."""
+
+    def tool_ended(self, handle: object, output: Any, error: BaseException | None) -> None:
+        """The tool run of ``handle`` returned ``output`` or raised ``error``."""
+
+
 class RunEndGuard(BaseCallbackHandler):
-    """Maps chain runs to their parents and reports the end of watched runs."""
+    """Maps chain runs to their parents, reports the end of watched runs and hands tool runs to observers."""
 
     run_inline = True
     raise_error = False
     ignore_llm = True
     ignore_chat_model = True
     ignore_retriever = True
-    ignore_agent = True
+    ignore_agent = False  # LangChain gates tool callbacks behind ignore_agent
     ignore_retry = True
     ignore_custom_event = True
 
@@ -50,6 +63,8 @@ class RunEndGuard(BaseCallbackHandler):
         self._watched: dict[UUID, EndCallback] = {}
         self._interrupted: set[UUID] = set()
         self._lock = threading.Lock()
+        self._observers: weakref.WeakSet[ToolObserver] = weakref.WeakSet()
+        self._tools: dict[UUID, tuple[ToolObserver, object]] = {}
 
     # -- for middleware ------------------------------------------------------------------------------------
 
@@ -67,6 +82,11 @@ class RunEndGuard(BaseCallbackHandler):
         with self._lock:
             self._watched.pop(run_id, None)
 
+    def add_tool_observer(self, observer: ToolObserver) -> None:
+        """Offer ``observer`` every tool run inside an agent graph (held weakly)."""
+        with self._lock:
+            self._observers.add(observer)
+
     # -- callbacks -----------------------------------------------------------------------------------------
 
     def on_chain_start(
@@ -82,6 +102,49 @@ class RunEndGuard(BaseCallbackHandler):
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id, error)
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any] | None,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        inputs: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        graph = self._parents.get(parent_run_id) if parent_run_id is not None else None
+        if graph is None:
+            return  # not a tool node's tool (or its graph is unknown): nothing to record
+        name = str((serialized or {}).get("name") or kwargs.get("name") or "")
+        call_id = str(kwargs.get("tool_call_id") or "")
+        for observer in list(self._observers):
+            try:
+                handle = observer.tool_started(graph, name, call_id, inputs)
+            except Exception:
+                _log.warning("starting a tool span failed", exc_info=True)
+                continue
+            if handle is not None:
+                if len(self._tools) >= _MAX_TRACKED:  # only leaks if tools never end; bound it anyway
+                    self._tools.clear()
+                self._tools[run_id] = (observer, handle)
+                return
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._tool_ended(run_id, output, None)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._tool_ended(run_id, None, error)
+
+    def _tool_ended(self, run_id: UUID, output: Any, error: BaseException | None) -> None:
+        open_tool = self._tools.pop(run_id, None)
+        if open_tool is None:
+            return
+        observer, handle = open_tool
+        try:
+            observer.tool_ended(handle, output, error)
+        except Exception:
+            _log.warning("ending a tool span failed", exc_info=True)
 
     def _ended(self, run_id: UUID, error: BaseException | None) -> None:
         parent = self._parents.pop(run_id, None)

@@ -85,6 +85,19 @@ class RunTracker:
         graph = self._guard.graph_run_of(node_run_id())
         if graph is None:
             return None  # not inside a LangGraph run we could identify: call through unsteered
+        return self._run_for(graph)
+
+    def tool_run(self, graph: uuid.UUID) -> AgentRun | None:
+        """The run a tool of agent graph run ``graph`` belongs to: a started run, or one resuming on this thread.
+
+        A tool runs after a model call started its run, except when an interrupted run resumes inside a tool.
+        """
+        run = self._by_graph.get(graph)
+        if run is None and self._interrupted and thread_id_of_config() in self._interrupted:
+            run = self._run_for(graph)
+        return run
+
+    def _run_for(self, graph: uuid.UUID) -> AgentRun:
         run = self._by_graph.get(graph)
         if run is not None:
             run.touched = time.monotonic()

@@ -1,7 +1,9 @@
 """``ReasonBlocksMiddleware``: LangChain 1.x hooks -> ``SteeringSession`` -> OpenTelemetry.
 
-All work happens inside ``wrap_model_call`` / ``wrap_tool_call``, which add no graph nodes (the stateful variant
-adds one ``after_agent`` node to return the step log). One instance serves any number of sequential or concurrent
+Model calls are steered and recorded inside ``wrap_model_call``, which adds no graph node (the stateful variant
+returns each step's log entry as a state update of the model node it ran in); tool calls are recorded from the
+callbacks LangChain already sends for them (``_guard.py``), which costs the agent less than a ``wrap_tool_call``
+hook. One instance serves any number of sequential or concurrent
 invocations: runs live in a registry keyed by the agent graph's own LangChain run, which the process-wide guard
 (``_guard.py``) maps hooks to and watches for the run's end; every span is parented to its run explicitly
 (LangGraph runs each node in its own context).
@@ -13,13 +15,14 @@ raised by the model or a tool propagate unchanged.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import OmitFromInput
-from langchain_core.messages import SystemMessage, ToolMessage
+from langchain.agents.middleware.types import ExtendedModelResponse, OmitFromInput
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command, TracePolicy, omit_payload
 from opentelemetry import context as otel_context
@@ -37,15 +40,14 @@ from rb_otel.steering.session import SteeringSession
 from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.types import StepLogEntry
 
+from ._guard import guard
 from ._support import ModelResult, StepCall, base_blocks, detach, reply_of
 from .lifecycle import RunTracker
 from .runs import AgentRun
 
 if TYPE_CHECKING:
-    from langgraph.prebuilt.tool_node import ToolCallRequest
-    from langgraph.runtime import Runtime
-
     from rb_otel.reasonblocks import ReasonBlocks
+    from rb_otel.telemetry.spans import ToolCall
 
 __all__ = ["RBState", "ReasonBlocksMiddleware"]
 
@@ -55,11 +57,25 @@ _log = logging.getLogger("rb_otel.integrations.langchain")
 _DEDICATED_KEYS = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id", "task_profile")
 
 
+def add_steps(log: list[dict[str, Any]] | None, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Reducer of ``rb_step_log``: a model call's entry replaces any entry from its step on, and is appended.
+
+    So a run's log grows one entry per call (O(1) state update per step), and a step 0 starts the log afresh
+    (the next run on a checkpointed thread); a resumed run continues its own numbering and appends.
+    """
+    if not new:
+        return list(log or ())
+    first = new[0]["step"]
+    if not log or log[-1]["step"] < first:
+        return [*(log or ()), *new]
+    return [entry for entry in log if entry["step"] < first] + new
+
+
 class RBState(AgentState[Any]):
     """Agent state fields rb_otel adds: the run key, and the run's step log in the returned state."""
 
     rb_run_id: NotRequired[Annotated[str, OmitFromInput]]
-    rb_step_log: NotRequired[Annotated[list[dict[str, Any]], OmitFromInput]]
+    rb_step_log: NotRequired[Annotated[list[dict[str, Any]], OmitFromInput, add_steps]]
 
 
 class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -112,6 +128,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                   "task_profile": rb.task_profile}  # fmt: skip
         extras = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
         self._tracker = RunTracker(rb, first_run_id=run_id, run_fields=fields, metadata=extras)
+        guard().add_tool_observer(self)
         rb.telemetry.instruments.init_skip_series(agent_name)
 
     # -- public surface ------------------------------------------------------------------------------------
@@ -193,8 +210,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         except BaseException as exc:
             self._model_failed(run, call, exc)
             raise
-        self._after_model(run, call, response)
-        return response
+        return self._after_model(run, call, response)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]]
@@ -207,36 +223,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         except BaseException as exc:
             self._model_failed(run, call, exc)
             raise
-        self._after_model(run, call, response)
-        return response
-
-    # -- tool calls ----------------------------------------------------------------------------------------
-
-    def wrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-    ) -> ToolMessage | Command[Any]:
-        run, tool, token = self._before_tool(request)
-        try:
-            result = handler(request)
-        except BaseException as exc:
-            self._tool_failed(run, tool, token, exc)
-            raise
-        self._after_tool(run, tool, token, result)
-        return result
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        run, tool, token = self._before_tool(request)
-        try:
-            result = await handler(request)
-        except BaseException as exc:
-            self._tool_failed(run, tool, token, exc)
-            raise
-        self._after_tool(run, tool, token, result)
-        return result
+        return self._after_model(run, call, response)
 
     # -- internals: model calls ----------------------------------------------------------------------------
 
@@ -294,10 +281,11 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         token = otel_context.attach(chat_ctx)  # provider SDK spans nest under the chat span
         return StepCall(decision, new_request, token)
 
-    def _after_model(self, run: AgentRun | None, call: StepCall, response: ModelResult) -> None:
+    def _after_model(self, run: AgentRun | None, call: StepCall, response: ModelResult) -> ModelResult:
+        """Record the call's result; returns what the hook returns (``response``, or it with a state update)."""
         detach(call.token)
         if run is None:
-            return
+            return response
         try:
             reply = reply_of(response)
             tokens, tool_calls, details = chat_response(reply) if reply is not None else (0, [], None)
@@ -308,9 +296,15 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             entry = call.decision.entry
             latency = 0.0 if run.last_timestamp is None else (entry.timestamp - run.last_timestamp) * 1000.0
             run.last_timestamp = entry.timestamp
-            run.session.end_step(call.decision, tokens=tokens, tool_calls=tool_calls, latency_ms=latency)
+            entry = run.session.end_step(call.decision, tokens=tokens, tool_calls=tool_calls, latency_ms=latency)
+            return self._with_state_update(run, entry, response)
         except Exception:
             _log.warning("recording the model call failed; continuing", exc_info=True)
+            return response
+
+    def _with_state_update(self, run: AgentRun, entry: StepLogEntry, response: ModelResult) -> ModelResult:
+        """The stateless middleware returns the response unchanged (see ``StatefulReasonBlocksMiddleware``)."""
+        return response
 
     def _model_failed(self, run: AgentRun | None, call: StepCall, error: BaseException) -> None:
         detach(call.token)
@@ -325,67 +319,69 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         except Exception:
             _log.warning("recording the failed model call failed", exc_info=True)
 
-    # -- internals: tool calls -----------------------------------------------------------------------------
+    # -- tool calls: the guard reports them as LangChain callbacks (cheaper for the agent than wrap_tool_call) --
 
-    def _before_tool(self, request: ToolCallRequest) -> tuple[AgentRun | None, Any, object | None]:
+    def tool_started(self, graph: uuid.UUID, name: str, call_id: str, arguments: Any) -> _OpenTool | None:
+        """Open the ``execute_tool`` span of a tool in one of our runs and make it current while the tool runs."""
         try:
-            run = self._tracker.current()
+            run = self._tracker.tool_run(graph)
             if run is None:
-                return None, None, None
-            call = request.tool_call
-            capture = self._rb.telemetry.content.capture
+                return None
             tool = run.recorder.start_tool(
                 step=max(run.session.steps_begun - 1, 0),
-                name=str(call.get("name", "")),
-                call_id=str(call.get("id") or ""),
-                arguments=call.get("args") if capture else None,
+                name=name,
+                call_id=call_id,
+                arguments=arguments if self._rb.telemetry.content.capture else None,
             )
-            return run, tool, otel_context.attach(trace.set_span_in_context(tool.span))
+            return _OpenTool(run, tool, otel_context.attach(trace.set_span_in_context(tool.span)))
         except Exception:
-            _log.warning("wrap_tool_call failed, calling the tool directly", exc_info=True)
-            return None, None, None
+            _log.warning("recording the tool call failed; continuing", exc_info=True)
+            return None
 
-    def _after_tool(self, run: AgentRun | None, tool: Any, token: object | None, result: Any) -> None:
-        detach(token)
-        if run is None or tool is None:
+    def tool_ended(self, handle: object, output: Any, error: BaseException | None) -> None:
+        """End the tool's span: the exception it raised (an interrupt is not one) or the error text it returned."""
+        if not isinstance(handle, _OpenTool):
             return
+        detach(handle.token)
+        recorder, tool = handle.run.recorder, handle.tool
         try:
-            if isinstance(result, ToolMessage):
-                error = (message_text(result) or "tool error") if result.status == "error" else None
-                run.recorder.end_tool(tool, result=result.content, error=error)
+            if error is not None:
+                recorder.end_tool(tool, error=None if isinstance(error, GraphBubbleUp) else error)
+            elif isinstance(output, ToolMessage):
+                failed = (message_text(output) or "tool error") if output.status == "error" else None
+                recorder.end_tool(tool, result=output.content, error=failed)
             else:
-                run.recorder.end_tool(tool)
+                recorder.end_tool(tool)
         except Exception:
             _log.warning("recording the tool call failed; continuing", exc_info=True)
 
-    def _tool_failed(self, run: AgentRun | None, tool: Any, token: object | None, error: BaseException) -> None:
-        detach(token)
-        if run is None or tool is None:
-            return
-        try:
-            run.recorder.end_tool(tool, error=None if isinstance(error, GraphBubbleUp) else error)
-        except Exception:
-            _log.warning("recording the failed tool call failed", exc_info=True)
+
+class _OpenTool:
+    """A tool span in flight: its run, the span and the context token to restore when it ends."""
+
+    __slots__ = ("run", "token", "tool")
+
+    def __init__(self, run: AgentRun, tool: ToolCall, token: object) -> None:
+        self.run = run
+        self.tool = tool
+        self.token = token
 
 
 class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):
     """``ReasonBlocksMiddleware`` that also returns ``rb_run_id`` and ``rb_step_log`` in the agent's output state.
 
-    It adds one graph node (``after_agent``) and two state fields per run; use it when the caller needs each
-    run's step log from ``invoke``'s result rather than from ``mw.step_log_for(run_id)``.
+    Each model call returns its step's entry as a state update of the model node it ran in (reduced by
+    :func:`add_steps`), so no graph node is added; the state holds the run's log as far as it has got.
     """
 
     state_schema = RBState
 
-    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        try:
-            run = self._tracker.current()
-            if run is None:
-                return None
-            return {"rb_run_id": run.key, "rb_step_log": [entry.as_dict() for entry in run.step_log]}
-        except Exception:
-            _log.warning("after_agent failed, continuing", exc_info=True)
-            return None
-
-    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.after_agent(state, runtime)
+    def _with_state_update(self, run: AgentRun, entry: StepLogEntry, response: ModelResult) -> ModelResult:
+        if isinstance(response, ExtendedModelResponse):
+            if response.command is not None:  # one command per response: an inner middleware's wins
+                return response
+            response = response.model_response
+        elif isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        update: Command[Any] = Command(update={"rb_run_id": run.key, "rb_step_log": [entry.as_dict()]})
+        return ExtendedModelResponse(model_response=response, command=update)

@@ -21,6 +21,7 @@ from langgraph.types import Command, interrupt
 from opentelemetry.trace import SpanKind, StatusCode
 
 from rb_otel import DifficultyFSM, ReasonBlocks, SteeringSession, TraceStateManager
+from rb_otel.integrations.langchain._support import steered_system_message
 from rb_otel.integrations.langchain.middleware import add_steps
 from rb_otel.testing import ScriptedChatModel, tool_call
 
@@ -422,6 +423,22 @@ def test_system_blocks_sent_to_the_model_and_history_untouched(otel: Otel) -> No
         else:
             assert len(blocks) == 1
     assert not any(isinstance(m, SystemMessage) for m in out["messages"])  # history untouched
+
+
+def test_steered_system_message_is_built_once_per_message_and_guidance() -> None:
+    base = SystemMessage("You are a calculator.")
+    first = steered_system_message(base, "", cache_control=True)
+    assert first is steered_system_message(base, "", cache_control=True)  # shared, not rebuilt
+    assert first is not None and first.content[-1]["cache_control"] == {"type": "ephemeral"}  # type: ignore[index]
+    guided = steered_system_message(base, "Check the tests.", cache_control=True)
+    assert guided is not first and guided is not None
+    assert guided.content[-1] == {"type": "text", "text": "[REASONBLOCKS]\nCheck the tests."}
+    plain = steered_system_message(base, "", cache_control=False)
+    assert plain is not None and "cache_control" not in plain.content[0]  # type: ignore[operator]
+    assert base.content == "You are a calculator."  # the agent's own message is never touched
+    other = SystemMessage("You are a calculator.")  # equal text, another message: its own entry
+    assert steered_system_message(other, "", cache_control=True) is not first
+    assert steered_system_message(None, "", cache_control=True) is None
 
 
 def test_no_system_prompt_and_nothing_fired_sends_no_system_message(otel: Otel) -> None:

@@ -12,9 +12,18 @@ from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.config import get_config
 from opentelemetry import context as otel_context
 
+from rb_otel.steering.rendering import system_blocks
 from rb_otel.types import StepDecision
 
-__all__ = ["ModelResult", "StepCall", "base_blocks", "detach", "node_run_id", "reply_of", "thread_id_of_config"]
+__all__ = [
+    "ModelResult",
+    "StepCall",
+    "detach",
+    "node_run_id",
+    "reply_of",
+    "steered_system_message",
+    "thread_id_of_config",
+]
 
 ModelResult = ModelResponse | AIMessage | ExtendedModelResponse
 
@@ -41,21 +50,31 @@ class StepCall:
         self.token = token
 
 
-_BASE_BLOCKS: dict[int, tuple[SystemMessage, list[dict[str, Any]]]] = {}
+#: (id of the agent's system message, guidance text, cache marks) -> (that message, the message sent instead).
+_STEERED: dict[tuple[int, str, bool], tuple[SystemMessage | None, SystemMessage | None]] = {}
+_MAX_STEERED = 256
 
 
-def base_blocks(message: SystemMessage | None) -> list[dict[str, Any]]:
-    """The system message's content blocks; cached by identity (an agent sends the same message every call)."""
-    if message is None:
-        return []
-    hit = _BASE_BLOCKS.get(id(message))
+def steered_system_message(
+    message: SystemMessage | None, guidance: str, *, cache_control: bool
+) -> SystemMessage | None:
+    """The system message to send: ``message``'s blocks (last one cache-marked) then the guidance block.
+
+    ``None`` when there is neither a base message nor guidance. Built once per (message, guidance, cache marks)
+    and then shared: an agent sends the same system message every call and guidance repeats, and building a
+    message validates every block again. Messages sent to a model are not mutated by it.
+    """
+    key = (id(message), guidance, cache_control)
+    hit = _STEERED.get(key)
     if hit is not None and hit[0] is message:
         return hit[1]
-    blocks = [dict(b) for b in message.content_blocks]
-    if len(_BASE_BLOCKS) > 256:
-        _BASE_BLOCKS.clear()
-    _BASE_BLOCKS[id(message)] = (message, blocks)
-    return blocks
+    base = [dict(b) for b in message.content_blocks] if message is not None else []
+    blocks = system_blocks(base, guidance, cache_control=cache_control)
+    steered = SystemMessage(content=blocks) if blocks else None  # type: ignore[arg-type]
+    if len(_STEERED) >= _MAX_STEERED:
+        _STEERED.clear()
+    _STEERED[key] = (message, steered)
+    return steered
 
 
 def detach(token: object | None) -> None:

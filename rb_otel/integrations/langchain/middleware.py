@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, OmitFromInput
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command, TracePolicy, omit_payload
 from opentelemetry import context as otel_context
@@ -35,13 +35,12 @@ from rb_otel.integrations.langchain._messages import (
     last_turn,
     message_text,
 )
-from rb_otel.steering.rendering import system_blocks
 from rb_otel.steering.session import SteeringSession
 from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.types import StepLogEntry
 
 from ._guard import guard
-from ._support import ModelResult, StepCall, base_blocks, detach, reply_of
+from ._support import ModelResult, StepCall, detach, reply_of, steered_system_message
 from .lifecycle import RunTracker
 from .runs import AgentRun
 
@@ -260,12 +259,13 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             else:  # could not be built: the call keeps the agent's model, and the step log says so
                 decision.model_override = None
         identity = identify_model(model) if model is not request.model else own_model
-        base = base_blocks(request.system_message)
-        blocks = system_blocks(
-            base, decision.rendered_injection_text, cache_control=identity.provider not in NO_CACHE_CONTROL
+        system_message = steered_system_message(
+            request.system_message,
+            decision.rendered_injection_text,
+            cache_control=identity.provider not in NO_CACHE_CONTROL,
         )
-        if blocks:
-            overrides["system_message"] = SystemMessage(content=blocks)  # type: ignore[arg-type]
+        if system_message is not None:
+            overrides["system_message"] = system_message
         new_request = request.override(**overrides) if overrides else request
         input_messages = None
         if self._rb.telemetry.content.capture:

@@ -8,7 +8,7 @@ markdown bullets.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rb_otel.types import REASONBLOCKS_HEADER, PendingInjection
@@ -96,7 +96,7 @@ def guidance_block(rendered: str) -> str:
 
 
 def system_blocks(
-    base_blocks: list[dict[str, Any]], rendered: str, *, cache_control: bool = True
+    base_blocks: Sequence[Mapping[str, Any]], rendered: str, *, cache_control: bool = True
 ) -> list[dict[str, Any]]:
     """The system message content: the base blocks (last one cache-marked), then the guidance block.
 

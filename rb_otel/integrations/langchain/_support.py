@@ -68,8 +68,8 @@ def steered_system_message(
     hit = _STEERED.get(key)
     if hit is not None and hit[0] is message:
         return hit[1]
-    base = [dict(b) for b in message.content_blocks] if message is not None else []
-    blocks = system_blocks(base, guidance, cache_control=cache_control)
+    base = message.content_blocks if message is not None else []
+    blocks = system_blocks(base, guidance, cache_control=cache_control)  # copies each block
     steered = SystemMessage(content=blocks) if blocks else None  # type: ignore[arg-type]
     if len(_STEERED) >= _MAX_STEERED:
         _STEERED.clear()

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import compress, count
 
-from rb_otel.steering.text import tokens
+from rb_otel.steering.text import Memo, tokens
 
 __all__ = ["ERROR_TERMS", "HEDGE_TERMS", "score_signals", "score_step"]
 
@@ -111,7 +112,9 @@ _EMPTY_SCORE = 0.5
 
 _ERROR_SUFFIXES = ("error", "errors", "exception", "exceptions")
 _DOTTED = re.compile(r"[a-z_][\w-]*(?:\.\w+)+")
-_QUOTED = re.compile(r"\"[^\"\n]{1,200}\"|(?<!\w)'[^'\n]{1,200}'(?!\w)|`[^`\n]{1,200}`")
+# The leading lookahead only filters: positions that cannot open a quote are rejected before the alternation is
+# tried, which makes ``findall`` about 2.5x faster on ordinary prose.
+_QUOTED = re.compile(r"(?=[\"'`])(?:\"[^\"\n]{1,200}\"|(?<!\w)'[^'\n]{1,200}'(?!\w)|`[^`\n]{1,200}`)")
 _HEDGE, _ERROR = 1, 2
 
 
@@ -138,20 +141,25 @@ def _lexicon() -> dict[str, int | list[tuple[tuple[str, ...], int]]]:
 _LEXICON = _lexicon()
 
 
-def _count_hits(words: list[str], lowered: str) -> tuple[int, int]:
+def _is_candidate(word: str) -> bool:
+    # A lexicon word, a phrase's first word, or an error class name ("keyerror"). The suffix test is safe on any
+    # text: a word can only end in "error" or "exception" when the text contains it.
+    return word in _LEXICON or word.endswith(_ERROR_SUFFIXES)
+
+
+_CANDIDATES: Memo[str, bool] = Memo(_is_candidate)
+
+
+def _count_hits(words: list[str]) -> tuple[int, int]:
     """Lexicon hits ``(hedge, error)``, scanning left to right; a matched phrase's words are not counted again.
 
-    Only candidate positions are visited (a set lookup per word, in a comprehension), which keeps the common
+    Only candidate positions are visited, found at C speed (a memoised test per word), which keeps the common
     case, a thought with few lexicon words, cheap.
     """
     lexicon = _LEXICON
-    if "error" in lowered or "exception" in lowered:
-        candidates = [i for i, w in enumerate(words) if w in lexicon or w.endswith(_ERROR_SUFFIXES)]
-    else:
-        candidates = [i for i, w in enumerate(words) if w in lexicon]
     counts = [0, 0, 0]
     consumed = 0
-    for i in candidates:
+    for i in compress(count(), map(_CANDIDATES.__getitem__, words)):
         if i < consumed:
             continue
         entry = lexicon.get(words[i])
@@ -169,14 +177,18 @@ def _count_hits(words: list[str], lowered: str) -> tuple[int, int]:
     return counts[_HEDGE], counts[_ERROR]
 
 
+def _is_entity_word(word: str) -> int:
+    if "/" in word:
+        return 1 if len(word) > 1 else 0
+    return 1 if "." in word and _DOTTED.fullmatch(word) else 0
+
+
+#: word -> 1 when it names an entity (a path or a dotted name), else 0.
+_ENTITY_WORDS: Memo[str, int] = Memo(_is_entity_word)
+
+
 def _count_entities(words: list[str], lowered: str) -> int:
-    count = 0
-    for word in [w for w in words if "/" in w or "." in w]:
-        if "/" in word:
-            if len(word) > 1:
-                count += 1
-        elif _DOTTED.fullmatch(word):
-            count += 1
+    count = sum(map(_ENTITY_WORDS.__getitem__, words))
     if '"' in lowered or "'" in lowered or "`" in lowered:
         count += len(_QUOTED.findall(lowered))
     return count
@@ -185,7 +197,7 @@ def _count_entities(words: list[str], lowered: str) -> int:
 def score_signals(text: str) -> tuple[float, float, float, float]:
     """Return the normalised signals ``(hedge, length, error, entities)``, each in [0, 1]."""
     lowered, words = tokens(text)
-    hedge_hits, error_hits = _count_hits(words, lowered)
+    hedge_hits, error_hits = _count_hits(words)
     per_word = _DENSITY_SCALE / max(len(words), 1)
     hedge = min(hedge_hits * per_word, 1.0)
     error = min(error_hits * per_word, 1.0)

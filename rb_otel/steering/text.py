@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections.abc import Callable, Hashable
+from typing import NamedTuple, TypeVar
 
 __all__ = ["Tokens", "content_words", "jaccard", "stem", "tokens"]
 
@@ -24,23 +25,47 @@ STOPWORDS = frozenset(
 _SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "ies", "es", "ly", "s")
 
 
-_STEMS: dict[str, str] = {}
-_MAX_STEMS = 100_000
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Memo(dict[K, V]):
+    """A dict that computes a missing value with ``compute`` and keeps it; starts afresh past ``limit`` entries.
+
+    The per-word work of the scorer and the monitors goes through these, so ``map(memo.__getitem__, words)``
+    runs at C speed for every word seen before (most words of an agent's thoughts are). Vocabularies are
+    open-ended, hence the bound: memory stays under ``limit`` entries and the memo follows a drifting
+    vocabulary. Safe to share between threads: a race at worst computes a value twice.
+    """
+
+    __slots__ = ("_compute", "_limit")
+
+    def __init__(self, compute: Callable[[K], V], limit: int = 50_000) -> None:
+        super().__init__()
+        self._compute = compute
+        self._limit = limit
+
+    def __missing__(self, key: K) -> V:
+        value = self._compute(key)
+        if len(self) >= self._limit:
+            self.clear()
+        self[key] = value
+        return value
+
+
+def _strip_suffix(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+_STEMS: Memo[str, str] = Memo(_strip_suffix)
 
 
 def stem(word: str) -> str:
     """A crude suffix stripper: enough to make "timeouts"/"timeout" and "checking"/"checked" agree."""
-    hit = _STEMS.get(word)
-    if hit is not None:
-        return hit
-    result = word
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            result = word[: -len(suffix)]
-            break
-    if len(_STEMS) < _MAX_STEMS:  # bounded: vocabularies are open-ended
-        _STEMS[word] = result
-    return result
+    return _STEMS[word]
 
 
 #: Punctuation stripped from both ends of a whitespace-separated token.
@@ -67,31 +92,48 @@ class _LastTokens:
 _LAST = _LastTokens()
 
 
+def _strip_punctuation(token: str) -> str:
+    return token.strip(PUNCTUATION)
+
+
+_STRIPPED: Memo[str, str] = Memo(_strip_punctuation)
+
+
+def _split(lowered: str) -> list[str]:
+    return list(filter(None, map(_STRIPPED.__getitem__, lowered.split())))
+
+
 def tokens(text: str) -> Tokens:
     """Tokenise ``text`` (cached for the most recent string object)."""
     cached_text, cached = _LAST.entry
     if cached_text is text:
         return cached
     lowered = text.lower()
-    result = Tokens(lowered, [w for t in lowered.split() if (w := t.strip(PUNCTUATION))])
+    result = Tokens(lowered, _split(lowered))
     _LAST.entry = (text, result)
     return result
+
+
+def _token_stems(token: str) -> tuple[str, ...]:
+    # A token holds whole ``\\w`` runs (whitespace is never one, and the stripped punctuation is not ``\\w``), so
+    # the union over a text's tokens is exactly the content words of the text.
+    return tuple(_STEMS[w] for w in _CONTENT_WORD.findall(token) if w not in STOPWORDS)
+
+
+#: token -> the stems of its content words (``()`` for a stop word or a short word).
+_TOKEN_STEMS: Memo[str, tuple[str, ...]] = Memo(_token_stems)
 
 
 def content_words(text: str) -> frozenset[str]:
     """Stemmed, lower-cased words of at least 3 characters that are not stop words.
 
-    Words are runs of letters, digits and ``_``, so ``src/auth.py`` gives ``src``, ``auth``; one regex pass and
-    set operations, which run at C speed.
+    Words are runs of letters, digits and ``_``, so ``src/auth.py`` gives ``src``, ``auth``.
     """
     if len(text) > MAX_TEXT_CHARS:
         text = text[:MAX_TEXT_CHARS]
     cached_text, cached = _LAST.entry
-    lowered = cached.lowered if cached_text is text else text.lower()  # the scorer usually lowered it already
-    found = set(_CONTENT_WORD.findall(lowered))
-    found -= STOPWORDS
-    get = _STEMS.get
-    return frozenset([get(word) or stem(word) for word in found])
+    words = cached.words if cached_text is text else _split(text.lower())  # the scorer usually tokenised it
+    return frozenset().union(*map(_TOKEN_STEMS.__getitem__, words))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -73,6 +73,9 @@ class MonitorBackend(Protocol):
     def evaluate(self, request: MonitorRequest) -> MonitorEvaluation: ...
 
 
+_SCORERS = tuple((name, V1_SCORERS[name]) for name in V1_MONITORS)
+
+
 class LocalMonitorBackend:
     """The six v1 monitors as local heuristics (see ``monitors.v1``), weighted by the request's profile.
 
@@ -101,14 +104,20 @@ class LocalMonitorBackend:
             return MonitorEvaluation(scores=dict.fromkeys(V1_MONITORS, 0.0))
         window = self._features.features(request.steps)[-self.window :]
         task_words = self._task_words_of(request.task)
-        scores = {name: V1_SCORERS[name](window, task_words) for name in V1_MONITORS}
-        composite = sum(weights[name] * score for name, score in scores.items())
-        fired = tuple(name for name in V1_MONITORS if scores[name] >= self.fire_threshold)
+        scores: dict[str, float] = {}
+        composite = 0.0
+        fired: list[str] = []
+        threshold = self.fire_threshold
+        for name, scorer in _SCORERS:  # one pass: this runs on every step
+            score = scores[name] = scorer(window, task_words)
+            composite += weights[name] * score
+            if score >= threshold:
+                fired.append(name)
         failure_type = max(fired, key=lambda n: weights[n] * scores[n]) if fired else None
         return MonitorEvaluation(
             inject=bool(fired),
             intervention_text=INTERVENTION_TEXTS[failure_type] if failure_type else None,
-            fired=fired,
+            fired=tuple(fired),
             scores=scores,
             composite=round(composite, 6),
             failure_type=failure_type,

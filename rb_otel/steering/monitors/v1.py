@@ -77,10 +77,11 @@ def late_sprawl(window: Sequence[StepFeatures], task_words: frozenset[str]) -> f
     if len(acting) < 9:
         return 0.0
     cut = len(acting) * 2 // 3
-    early_tools = {f.action for f in acting[:cut]}
-    early_paths = frozenset().union(*(f.paths for f in acting[:cut]))
-    new_tools = {f.action for f in acting[cut:]} - early_tools
-    new_paths = frozenset().union(*(f.paths for f in acting[cut:])) - early_paths
+    early, late = acting[:cut], acting[cut:]
+    new_tools = {f.action for f in late}.difference([f.action for f in early])
+    new_paths = set().union(*[f.paths for f in late])
+    if new_paths:  # most steps touch no path: skip the early union then
+        new_paths.difference_update(*[f.paths for f in early])
     return min((len(new_tools) + len(new_paths) / 2.0) / 3.0, 1.0)
 
 
@@ -91,8 +92,11 @@ def silent_topic_drift(window: Sequence[StepFeatures], task_words: frozenset[str
     if len(anchor) < 3:
         return 0.0
     recent = window[-3:]
-    words = frozenset().union(*(f.thought_words | f.input_words for f in recent))
-    overlap = len(anchor & words) / min(len(anchor), 8)
+    seen: set[str] = set()
+    for f in recent:  # intersect with the (small) anchor first instead of building the steps' whole vocabulary
+        seen |= anchor & f.thought_words
+        seen |= anchor & f.input_words
+    overlap = len(seen) / min(len(anchor), 8)
     if overlap >= 0.25:
         return 0.0
     score = 1.0 - overlap / 0.25

@@ -1,0 +1,140 @@
+"""The per-word fast paths (memoised word tests, C-speed ``map``/``filter``, tuned regexes) give exactly what the
+plain definitions give. Each test states the definition as a straightforward reference and compares."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rb_otel.steering import scoring, text
+from rb_otel.steering.monitors import features, v1
+from rb_otel.steering.monitors.features import StepFeatures
+
+# Letters, digits, "_", the stripped punctuation, path and quote characters, whitespace, and non-ASCII letters and
+# digits whose lower-casing or \w-ness is unusual ("İ" lowers to two characters, "²" is a digit, "\u00a0" a space).
+ALPHABET = "abcdeiostxyz_019 \n\t\u00a0./-'\"`,;:!?()[]{}<>*=éİ²ß"
+texts = st.text(alphabet=ALPHABET, max_size=200)
+
+
+def _reference_words(raw: str) -> list[str]:
+    return [w for t in raw.lower().split() if (w := t.strip(text.PUNCTUATION))]
+
+
+def _reference_content_words(raw: str) -> frozenset[str]:
+    found = set(re.findall(r"\w{3,}", raw[: text.MAX_TEXT_CHARS].lower())) - text.STOPWORDS
+    return frozenset(text._strip_suffix(w) for w in found)
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts)
+def test_tokens_are_the_stripped_whitespace_words(raw: str) -> None:
+    assert text.tokens(raw + "").words == _reference_words(raw)  # + "" : a fresh object, never a cache hit
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts, st.booleans())
+def test_content_words_from_tokens_or_from_scratch_match_the_definition(raw: str, tokenised_first: bool) -> None:
+    if tokenised_first:
+        text.tokens(raw)  # content_words then reuses the scorer's words
+    assert text.content_words(raw) == _reference_content_words(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_quoted_strings_regex_matches_the_plain_pattern(raw: str) -> None:
+    plain = r"\"[^\"\n]{1,200}\"|(?<!\w)'[^'\n]{1,200}'(?!\w)|`[^`\n]{1,200}`"
+    assert scoring._QUOTED.findall(raw) == re.findall(plain, raw)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["is", "are", "was", "were", "not", "n't", "the", "in", "foo", "x.y", "_a", " ", "."])))
+def test_claim_regex_matches_the_plain_pattern(parts: list[str]) -> None:
+    raw = " ".join(parts) + " " + "".join(parts)
+    plain = r"\b([a-z_][\w.]{2,}) (?:is|are|was|were)( not|n't)? (?:in |the |a |an |at )*([a-z_][\w.]{2,})"
+    assert features._CLAIM.findall(raw) == re.findall(plain, raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_entities_and_paths_match_their_definitions(raw: str) -> None:
+    lowered = raw.lower()
+    words = _reference_words(raw)
+    dotted = re.compile(r"[a-z_][\w-]*(?:\.\w+)+")
+    expected_entities = sum(
+        1 for w in words if ("/" in w and len(w) > 1) or ("/" not in w and "." in w and dotted.fullmatch(w))
+    )
+    quotes = len(scoring._QUOTED.findall(lowered)) if any(q in lowered for q in "\"'`") else 0
+    assert scoring._count_entities(words, lowered) == expected_entities + quotes
+
+    stripped = [w for t in lowered.split() if (w := t.strip("\"'`.,;:!?()[]{}<>"))]
+    expected_paths = {w for w in stripped if ("/" in w and len(w) > 1) or ("." in w and dotted.fullmatch(w))}
+    assert features._paths(lowered) == expected_paths
+
+
+def test_memo_computes_misses_once_and_stays_bounded() -> None:
+    calls: list[int] = []
+
+    def square(x: int) -> int:
+        calls.append(x)
+        return x * x
+
+    memo = text.Memo(square, limit=3)
+    assert [memo[k] for k in (2, 2, 3)] == [4, 4, 9]
+    assert calls == [2, 3]  # the second 2 was a hit
+    for k in range(100):
+        assert memo[k] == k * k
+        assert len(memo) <= 3
+    assert memo.get(1000) is None  # .get never computes
+
+
+def _feature(action: str, paths: frozenset[str] = frozenset(), **words: frozenset[str]) -> StepFeatures:
+    return StepFeatures(
+        action=action,
+        thought_words=words.get("thought", frozenset()),
+        input_words=words.get("input", frozenset()),
+        paths=paths,
+        declares_done=False,
+        recaps=False,
+        announces_switch=False,
+        retractions=0,
+        claims=frozenset(),
+        is_edit=False,
+        is_test=False,
+        is_read=False,
+        is_submit=False,
+        is_error=False,
+    )
+
+
+small_sets = st.frozensets(st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h"]), max_size=4)
+steps = st.builds(
+    lambda action, paths, thought, inp: _feature(action, paths, thought=thought, input=inp),
+    st.sampled_from(["", "open", "edit", "python", "grep", "ls"]),
+    st.frozensets(st.sampled_from(["a.py", "b/c", "d.txt", "e/f.py"]), max_size=2),
+    small_sets,
+    small_sets,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(steps, min_size=1, max_size=24), small_sets)
+def test_late_sprawl_and_topic_drift_match_their_definitions(window: list[StepFeatures], task: frozenset[str]) -> None:
+    acting = [f for f in window if f.action]
+    if len(acting) < 9:
+        sprawl = 0.0
+    else:
+        cut = len(acting) * 2 // 3
+        new_tools = {f.action for f in acting[cut:]} - {f.action for f in acting[:cut]}
+        new_paths = set().union(*(f.paths for f in acting[cut:])) - set().union(*(f.paths for f in acting[:cut]))
+        sprawl = min((len(new_tools) + len(new_paths) / 2.0) / 3.0, 1.0)
+    assert v1.late_sprawl(window, task) == sprawl
+
+    drift = 0.0
+    anchor = task or (window[0].thought_words | window[1].thought_words if len(window) > 1 else frozenset())
+    if len(window) >= 6 and len(anchor) >= 3:
+        recent = set().union(*(f.thought_words | f.input_words for f in window[-3:]))
+        overlap = len(anchor & recent) / min(len(anchor), 8)
+        drift = 0.0 if overlap >= 0.25 else 1.0 - overlap / 0.25
+    assert v1.silent_topic_drift(window, task) == drift

@@ -60,15 +60,16 @@ def verification_skip(window: Sequence[StepFeatures], task_words: frozenset[str]
 def cyclic_compression(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
     recent = window[-6:]
     cycles = sum(1 for f in recent if f.recaps)
-    for i in range(1, len(recent)):
-        current = recent[i]
-        if len(current.thought_words) < 5:
-            continue
-        for earlier in recent[max(0, i - 5) : i]:
-            same_action = current.action == earlier.action and current.input_words == earlier.input_words
-            if same_action and jaccard(current.thought_words, earlier.thought_words) >= 0.6:
-                cycles += 1
-                break
+    keys = [(f.action, f.input_words) for f in recent]
+    if len(set(keys)) < len(keys):  # only a step repeating an earlier action can restate its thought
+        for i in range(1, len(recent)):
+            current = recent[i]
+            if len(current.thought_words) < 5:
+                continue
+            for j in range(max(0, i - 5), i):
+                if keys[j] == keys[i] and jaccard(current.thought_words, recent[j].thought_words) >= 0.6:
+                    cycles += 1
+                    break
     return min(cycles / 3.0, 1.0)
 
 

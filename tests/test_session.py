@@ -292,3 +292,22 @@ def test_difficulty_is_finite_everywhere() -> None:
     s = make()
     for e in drive(s, [None] + [HARD, EASY] * 10):
         assert e.difficulty is None or math.isfinite(e.difficulty)
+
+
+def test_observer_is_taken_from_an_emitter_that_implements_remote_call() -> None:
+    from rb_otel.steering.calls import RemoteCallObserver, as_observer
+
+    class ObservingRecorder(Recorder):
+        def remote_call(self, operation: str, *, step: int, tier: str | None, server: str) -> Any:
+            return None
+
+    class BrokenRecorder(Recorder):
+        remote_call = "not callable"
+
+    observing = ObservingRecorder()
+    assert isinstance(observing, RemoteCallObserver) and as_observer(observing) is observing
+    assert as_observer(BrokenRecorder()) is None and as_observer(Recorder()) is None
+    session = make(emitter=observing)
+    assert session._observer is observing
+    session.emitter = Recorder()
+    assert session._observer is None

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-from rb_otel.steering.calls import CallNote, RemoteCallObserver
+from rb_otel.steering.calls import CallNote, as_observer
 from rb_otel.types import StepLogEntry
 
 __all__ = ["FanOutEmitter", "StepEmitter"]
@@ -68,8 +68,9 @@ class FanOutEmitter:
         self, operation: str, *, step: int, tier: str | None, server: str
     ) -> AbstractContextManager[CallNote]:
         for emitter in self.emitters:
-            if isinstance(emitter, RemoteCallObserver):
-                return emitter.remote_call(operation, step=step, tier=tier, server=server)
+            observer = as_observer(emitter)
+            if observer is not None:
+                return observer.remote_call(operation, step=step, tier=tier, server=server)
         return _plain_note()
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from rb_otel.steering.calls import RemoteCallObserver
+from rb_otel.steering.calls import RemoteCallObserver, as_observer
 from rb_otel.steering.emitters import StepEmitter
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.guardrails import DEFAULT_E1_GATE_COMPOSITE, e1_gate_open
@@ -117,9 +117,9 @@ class SteeringSession:
 
     @emitter.setter
     def emitter(self, value: StepEmitter | None) -> None:
-        # Decided once here: a runtime-checkable Protocol isinstance is too slow for every step.
+        # Decided once here, not on every remote call.
         self._emitter = value
-        self._observer = value if isinstance(value, RemoteCallObserver) else None
+        self._observer = as_observer(value)
 
     @property
     def state(self) -> FSMState:

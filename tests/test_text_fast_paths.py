@@ -74,19 +74,28 @@ def test_entities_and_paths_match_their_definitions(raw: str) -> None:
 
 
 def test_memo_computes_misses_once_and_stays_bounded() -> None:
-    calls: list[int] = []
+    calls: list[str] = []
 
-    def square(x: int) -> int:
-        calls.append(x)
-        return x * x
+    def shout(word: str) -> str:
+        calls.append(word)
+        return word.upper()
 
-    memo = text.Memo(square, limit=3)
-    assert [memo[k] for k in (2, 2, 3)] == [4, 4, 9]
-    assert calls == [2, 3]  # the second 2 was a hit
-    for k in range(100):
-        assert memo[k] == k * k
+    memo = text.Memo(shout, limit=3)
+    assert [memo[k] for k in ("a", "a", "b")] == ["A", "A", "B"]
+    assert calls == ["a", "b"]  # the second "a" was a hit
+    for i in range(100):
+        assert memo[f"w{i}"] == f"W{i}"
         assert len(memo) <= 3
-    assert memo.get(1000) is None  # .get never computes
+    blob = "x" * (text.MEMO_MAX_WORD_CHARS + 1)
+    assert memo[blob] == blob.upper() and blob not in memo  # long words are computed, never kept
+    assert memo.get("never seen") is None  # .get never computes
+
+
+def test_a_huge_token_is_scored_without_being_kept() -> None:
+    blob = "y" * 1_000_000  # a pasted blob with no whitespace: one huge token
+    assert 0.0 < scoring.score_step(f"see {blob} error") < 1.0
+    tables = (text._STRIPPED, text._TOKEN_STEMS, text._STEMS, scoring._CANDIDATES, scoring._ENTITY_WORDS)
+    assert all(len(key) <= text.MEMO_MAX_WORD_CHARS for table in tables for key in table)
 
 
 def _feature(action: str, paths: frozenset[str] = frozenset(), **words: frozenset[str]) -> StepFeatures:

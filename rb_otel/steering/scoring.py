@@ -147,7 +147,7 @@ def _is_candidate(word: str) -> bool:
     return word in _LEXICON or word.endswith(_ERROR_SUFFIXES)
 
 
-_CANDIDATES: Memo[str, bool] = Memo(_is_candidate)
+_CANDIDATES: Memo[bool] = Memo(_is_candidate)
 
 
 def _count_hits(words: list[str]) -> tuple[int, int]:
@@ -184,7 +184,7 @@ def _is_entity_word(word: str) -> int:
 
 
 #: word -> 1 when it names an entity (a path or a dotted name), else 0.
-_ENTITY_WORDS: Memo[str, int] = Memo(_is_entity_word)
+_ENTITY_WORDS: Memo[int] = Memo(_is_entity_word)
 
 
 def _count_entities(words: list[str], lowered: str) -> int:

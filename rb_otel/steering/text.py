@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
 __all__ = ["Tokens", "content_words", "jaccard", "stem", "tokens"]
@@ -25,31 +25,35 @@ STOPWORDS = frozenset(
 _SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "ies", "es", "ly", "s")
 
 
-K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+#: Words longer than this are computed every time, never kept: a memo must not pin a pasted blob in memory.
+MEMO_MAX_WORD_CHARS = 48
 
-class Memo(dict[K, V]):
-    """A dict that computes a missing value with ``compute`` and keeps it; starts afresh past ``limit`` entries.
+
+class Memo(dict[str, V]):
+    """A word -> value table that computes a missing value with ``compute``; bounded in entries and key size.
 
     The per-word work of the scorer and the monitors goes through these, so ``map(memo.__getitem__, words)``
     runs at C speed for every word seen before (most words of an agent's thoughts are). Vocabularies are
-    open-ended, hence the bound: memory stays under ``limit`` entries and the memo follows a drifting
-    vocabulary. Safe to share between threads: a race at worst computes a value twice.
+    open-ended, hence the bounds: at most ``limit`` words of at most :data:`MEMO_MAX_WORD_CHARS` characters are
+    kept, and a full memo starts afresh, so it follows a drifting vocabulary. Safe to share between threads: a
+    race at worst computes a value twice.
     """
 
     __slots__ = ("_compute", "_limit")
 
-    def __init__(self, compute: Callable[[K], V], limit: int = 50_000) -> None:
+    def __init__(self, compute: Callable[[str], V], limit: int = 16_384) -> None:
         super().__init__()
         self._compute = compute
         self._limit = limit
 
-    def __missing__(self, key: K) -> V:
-        value = self._compute(key)
-        if len(self) >= self._limit:
-            self.clear()
-        self[key] = value
+    def __missing__(self, word: str) -> V:
+        value = self._compute(word)
+        if len(word) <= MEMO_MAX_WORD_CHARS:
+            if len(self) >= self._limit:
+                self.clear()
+            self[word] = value
         return value
 
 
@@ -60,7 +64,7 @@ def _strip_suffix(word: str) -> str:
     return word
 
 
-_STEMS: Memo[str, str] = Memo(_strip_suffix)
+_STEMS: Memo[str] = Memo(_strip_suffix)
 
 
 def stem(word: str) -> str:
@@ -96,7 +100,7 @@ def _strip_punctuation(token: str) -> str:
     return token.strip(PUNCTUATION)
 
 
-_STRIPPED: Memo[str, str] = Memo(_strip_punctuation)
+_STRIPPED: Memo[str] = Memo(_strip_punctuation)
 
 
 def _split(lowered: str) -> list[str]:
@@ -121,7 +125,7 @@ def _token_stems(token: str) -> tuple[str, ...]:
 
 
 #: token -> the stems of its content words (``()`` for a stop word or a short word).
-_TOKEN_STEMS: Memo[str, tuple[str, ...]] = Memo(_token_stems)
+_TOKEN_STEMS: Memo[tuple[str, ...]] = Memo(_token_stems)
 
 
 def content_words(text: str) -> frozenset[str]:

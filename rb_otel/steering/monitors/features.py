@@ -104,7 +104,7 @@ def _path_of(token: str) -> str:
     return ""
 
 
-_PATH_OF: Memo[str, str] = Memo(_path_of)
+_PATH_OF: Memo[str] = Memo(_path_of)
 
 
 def _paths(text: str) -> frozenset[str]:

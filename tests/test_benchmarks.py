@@ -47,3 +47,13 @@ def test_memory_benchmark_reports_its_samples(tmp_path: Path) -> None:
     result = json.loads(report.read_text())
     assert [n for n, _ in result["sequential_mb"]] == [0, 20, 40]
     assert len(result["concurrent_mb"]) == 2 and all(mb > 0 for mb in result["concurrent_mb"])
+
+
+def test_steering_benchmark_reports_every_run_length(tmp_path: Path) -> None:
+    report = tmp_path / "steering.json"
+    _run("bench_steering.py", "--rounds", "1", "--json", str(report))
+    result = json.loads(report.read_text())
+    for n in ("10", "100", "1000", "10000"):
+        row = result[n]
+        assert 0 < row["best_round_median_us"] <= row["median_us"] and row["p90_us"] >= row["median_us"]
+    assert result["store_query_1000_patterns"]["mean_us"] > 0

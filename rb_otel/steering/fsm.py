@@ -7,8 +7,10 @@ recorded in earlier states. The FSM never returns ``END`` and never reads tokens
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from itertools import repeat
 from typing import Any
 
 from rb_otel.types import FSMState
@@ -100,11 +102,23 @@ class DifficultyFSM:
         return current  # END (only set by hand) is sticky
 
 
-def _trailing_all_below(history: Sequence[float], window: int, threshold: float) -> bool:
+def _trailing(history: Sequence[float], window: int) -> Sequence[float] | None:
+    """The last ``window`` scores, or ``None`` when there are fewer."""
     n = len(history)
-    return n >= window and all(history[i] < threshold for i in range(n - window, n))
+    if n < window:
+        return None
+    if isinstance(history, list | tuple):
+        return history[n - window :]
+    return [history[i] for i in range(n - window, n)]  # any other Sequence (a deque cannot be sliced)
+
+
+# all(map(operator.lt, ...)) compares at C speed, with exactly the semantics of ``score < threshold`` (a NaN
+# compares false); these run on every scored step.
+def _trailing_all_below(history: Sequence[float], window: int, threshold: float) -> bool:
+    tail = _trailing(history, window)
+    return tail is not None and all(map(operator.lt, tail, repeat(threshold)))
 
 
 def _trailing_all_above(history: Sequence[float], window: int, threshold: float) -> bool:
-    n = len(history)
-    return n >= window and all(history[i] > threshold for i in range(n - window, n))
+    tail = _trailing(history, window)
+    return tail is not None and all(map(operator.gt, tail, repeat(threshold)))

@@ -64,4 +64,7 @@ def e1_gate_open(
     current = history[-1]
     if current.fired or current.composite > composite_threshold:
         return True
-    return any(e.fired for e in history[-3:-1])
+    for earlier in history[-3:-1]:  # noqa: SIM110 (a loop, not any(<generator>): this runs on every step)
+        if earlier.fired:
+            return True
+    return False

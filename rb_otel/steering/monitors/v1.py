@@ -43,12 +43,16 @@ def semantic_loop(window: Sequence[StepFeatures], task_words: frozenset[str]) ->
 
 
 def verification_skip(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
+    # The newest edit counts when no test or read (that is not itself an edit) came after it: scan back from the
+    # newest step and stop at the first edit, test or read, usually a few steps back.
     last_edit = -1
-    for i, f in enumerate(window):
+    for i in range(len(window) - 1, -1, -1):
+        f = window[i]
         if f.is_edit:
             last_edit = i
-        elif last_edit >= 0 and (f.is_test or f.is_read):
-            last_edit = -1  # verified
+            break
+        if f.is_test or f.is_read:
+            return 0.0
     if last_edit < 0:
         return 0.0
     newest = window[-1]

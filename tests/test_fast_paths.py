@@ -1,14 +1,16 @@
-"""The per-word fast paths (memoised word tests, C-speed ``map``/``filter``, tuned regexes) give exactly what the
-plain definitions give. Each test states the definition as a straightforward reference and compares."""
+"""The steering core's fast paths (memoised word tests, C-speed ``map``/``filter``, tuned regexes, early exits)
+give exactly what the plain definitions give. Each test states the definition as a straightforward reference."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections import deque
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rb_otel.steering import scoring, text
+from rb_otel.steering import fsm, scoring, text
 from rb_otel.steering.monitors import features, v1
 from rb_otel.steering.monitors.features import StepFeatures
 
@@ -98,21 +100,23 @@ def test_a_huge_token_is_scored_without_being_kept() -> None:
     assert all(len(key) <= text.MEMO_MAX_WORD_CHARS for table in tables for key in table)
 
 
-def _feature(action: str, paths: frozenset[str] = frozenset(), **words: frozenset[str]) -> StepFeatures:
+def _feature(
+    action: str, paths: frozenset[str] = frozenset(), flags: frozenset[str] = frozenset(), **words: frozenset[str]
+) -> StepFeatures:
     return StepFeatures(
         action=action,
         thought_words=words.get("thought", frozenset()),
         input_words=words.get("input", frozenset()),
         paths=paths,
-        declares_done=False,
+        declares_done="done" in flags,
         recaps=False,
         announces_switch=False,
         retractions=0,
         claims=frozenset(),
-        is_edit=False,
-        is_test=False,
-        is_read=False,
-        is_submit=False,
+        is_edit="edit" in flags,
+        is_test="test" in flags,
+        is_read="read" in flags,
+        is_submit="submit" in flags,
         is_error=False,
     )
 
@@ -147,3 +151,43 @@ def test_late_sprawl_and_topic_drift_match_their_definitions(window: list[StepFe
         overlap = len(anchor & recent) / min(len(anchor), 8)
         drift = 0.0 if overlap >= 0.25 else 1.0 - overlap / 0.25
     assert v1.silent_topic_drift(window, task) == drift
+
+
+flagged = st.builds(
+    lambda flags: _feature("x", flags=flags),
+    st.frozensets(st.sampled_from(["edit", "test", "read", "submit", "done"]), max_size=3),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(flagged, min_size=1, max_size=24))
+def test_verification_skip_matches_its_forward_definition(window: list[StepFeatures]) -> None:
+    last_edit = -1
+    for i, f in enumerate(window):
+        if f.is_edit:
+            last_edit = i
+        elif last_edit >= 0 and (f.is_test or f.is_read):
+            last_edit = -1
+    expected = 0.0
+    if last_edit >= 0:
+        if window[-1].is_submit or window[-1].declares_done:
+            expected = 0.9
+        elif len(window) - 1 - last_edit >= 4:
+            expected = 0.3
+    assert v1.verification_skip(window, frozenset()) == expected
+
+
+scores = st.lists(st.one_of(st.floats(0, 1), st.just(math.nan)), max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(scores, st.integers(1, 6), st.floats(0, 1))
+def test_fsm_trailing_windows_match_their_definition_for_lists_tuples_and_deques(
+    history: list[float], window: int, threshold: float
+) -> None:
+    n = len(history)
+    below = n >= window and all(history[i] < threshold for i in range(n - window, n))
+    above = n >= window and all(history[i] > threshold for i in range(n - window, n))
+    for seq in (history, tuple(history), deque(history)):
+        assert fsm._trailing_all_below(seq, window, threshold) == below
+        assert fsm._trailing_all_above(seq, window, threshold) == above

@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--json")
     args = parser.parse_args()
+    if args.runs < args.every:
+        parser.error(f"--runs ({args.runs}) must be at least --every ({args.every}): growth needs two samples")
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))

@@ -1,11 +1,12 @@
 """``make bench``: rb-otel against the bare agent and peer LangChain observability packages, interleaved.
 
-Creates ``benchmarks/.peers-venv`` (rb-otel editable plus the peers, kept out of the project's own environment),
-then runs every variant in a fresh process per pass, in a rotating order, and writes ``benchmarks/results.md``
-(median, min, max, ratio against the bare agent of the same pass, spans per run, RSS growth) and
-``benchmarks/results.png`` (the ratios).
+Creates ``benchmarks/.peers-venv`` (rb-otel editable plus the peers, kept out of the project's own environment).
+Each pass starts every variant in a fresh process of its own (``peer_run.py``); the processes stay alive side by
+side and take turns, a few runs at a time in a rotating order ("rounds"), so the drift of this machine's speed hits
+every variant alike. Writes ``benchmarks/results.md`` (median, min, max, ratio against the bare agent of the same
+round, overheads, spans per run, RSS growth) and ``benchmarks/results.png`` (the ratios).
 
-    python benchmarks/compare.py [--passes 5] [--runs 100]
+    python benchmarks/compare.py [--passes 3] [--rounds 40] [--runs 5]
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -45,69 +48,123 @@ def ensure_venv() -> Path:
     return python
 
 
-def run(python: Path, variant: str, runs: int, calls: int) -> dict[str, float] | None:
-    done = subprocess.run(
-        [str(python), str(HERE / "peer_run.py"), variant, "--runs", str(runs), "--calls", str(calls)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=1800,
-    )
-    if done.returncode != 0:
-        print(f"  {variant}: failed ({done.stderr.strip().splitlines()[-1] if done.stderr else 'no output'})")
-        return None
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+class Worker:
+    """One variant's process: started (and warmed up) at once, then asked for a few runs at a time."""
+
+    def __init__(self, python: Path, variant: str) -> None:
+        self.variant = variant
+        # Peers log warnings: an unread stderr pipe could fill up and block them. Closed in finish().
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [str(python), str(HERE / "peer_run.py"), variant],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
+        self.failed = False
+
+    def _reply(self) -> Any:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.failed = True
+            self.stderr.seek(0)
+            lines = self.stderr.read().strip().splitlines()
+            print(f"  {self.variant}: failed ({lines[-1] if lines else 'no output'})")
+            return None
+        return json.loads(line)
+
+    def ready(self) -> dict[str, Any] | None:
+        reply: dict[str, Any] | None = self._reply()
+        return reply
+
+    def runs(self, calls: int, runs: int) -> list[float] | None:
+        if self.failed:
+            return None
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{calls} {runs}\n")
+        self.proc.stdin.flush()
+        reply: list[float] | None = self._reply()
+        return reply
+
+    def finish(self) -> float | None:
+        rss = None
+        if not self.failed:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            reply = self._reply()
+            rss = None if reply is None else float(reply["rss_growth_mb"])
+        if self.failed:
+            self.proc.kill()
+        self.proc.wait(timeout=60)
+        self.stderr.close()
+        return rss
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--passes", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--passes", type=int, default=3, help="fresh processes per variant")
+    parser.add_argument("--rounds", type=int, default=40, help="turns per pass")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each workload per variant and turn")
     args = parser.parse_args()
     python = ensure_venv()
-    rows: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     ratios: dict[str, list[float]] = {v: [] for v in VARIANTS}
     per_call_us: dict[str, list[float]] = {v: [] for v in VARIANTS}
     one_call_ms: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    spans: dict[str, float] = {}
+    rss: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for p in range(args.passes):
-        order = VARIANTS[p % len(VARIANTS) :] + VARIANTS[: p % len(VARIANTS)]
-        results = {v: run(python, v, args.runs, MODEL_CALLS) for v in order}
-        singles = {v: run(python, v, args.runs, 1) for v in order}
-        bare, bare_single = results["bare"], singles["bare"]
-        print(f"pass {p + 1}: " + "  ".join(f"{v} {r['median_ms']:.2f} ms" for v, r in results.items() if r))
-        for v, r in results.items():
-            if r is None:
-                continue
-            rows[v].append(r)
-            if bare is not None:
-                ratios[v].append(r["median_ms"] / bare["median_ms"])
-                per_call_us[v].append((r["median_ms"] - bare["median_ms"]) / MODEL_CALLS * 1000)
-            single = singles[v]
-            if single is not None and bare_single is not None:
-                one_call_ms[v].append(single["median_ms"] - bare_single["median_ms"])
+        workers = {v: Worker(python, v) for v in VARIANTS}
+        for v, worker in workers.items():
+            info = worker.ready()
+            if info is not None:
+                spans[v] = info["spans_per_run"]
+        for r in range(args.rounds):
+            shift = (p * args.rounds + r) % len(VARIANTS)
+            order = VARIANTS[shift:] + VARIANTS[:shift]
+            full = {v: workers[v].runs(MODEL_CALLS, args.runs) for v in order}
+            single = {v: workers[v].runs(1, args.runs) for v in order}
+            bare, bare_single = full["bare"], single["bare"]
+            for v in order:
+                runs, one = full[v], single[v]
+                if runs is None:
+                    continue
+                times[v] += runs
+                if bare is not None:
+                    ratios[v].append(statistics.median(runs) / statistics.median(bare))
+                    per_call_us[v].append((statistics.median(runs) - statistics.median(bare)) / MODEL_CALLS * 1000)
+                if one is not None and bare_single is not None:
+                    one_call_ms[v].append(statistics.median(one) - statistics.median(bare_single))
+        for v, worker in workers.items():
+            growth = worker.finish()
+            if growth is not None:
+                rss[v].append(growth)
+        done = {v: times[v][-args.rounds * args.runs :] for v in VARIANTS if times[v]}
+        print(f"pass {p + 1}: " + "  ".join(f"{v} {statistics.median(t):.2f} ms" for v, t in done.items()))
     lines = [
-        "| variant | median ms/run | min | max | ratio vs bare (same pass) | overhead per model call (µs) "
+        "| variant | median ms/run | min | max | ratio vs bare (same round) | overhead per model call (µs) "
         "| 1-call run overhead (ms) | spans/run | RSS growth MB |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for v in VARIANTS:
-        if not rows[v]:
+        if not times[v]:
             lines.append(f"| {v} | failed | | | | | | | |")
             continue
-        med = statistics.median(r["median_ms"] for r in rows[v])
         lines.append(
-            f"| {v} | {med:.2f} | {min(r['min_ms'] for r in rows[v]):.2f} | {max(r['max_ms'] for r in rows[v]):.2f} "
-            f"| {statistics.median(ratios[v]):.2f}x | {_median(per_call_us[v], '.0f')} "
-            f"| {_median(one_call_ms[v], '.2f')} | {rows[v][0]['spans_per_run']:.0f} "
-            f"| {statistics.median(r['rss_growth_mb'] for r in rows[v]):.1f} |"
+            f"| {v} | {statistics.median(times[v]):.2f} | {min(times[v]):.2f} | {max(times[v]):.2f} "
+            f"| {_median(ratios[v], '.2f')}x | {_median(per_call_us[v], '.0f')} "
+            f"| {_median(one_call_ms[v], '.2f')} | {spans.get(v, 0):.0f} | {_median(rss[v], '.1f')} |"
         )
     table = "\n".join(lines)
     header = (
-        f"# Benchmark: {args.passes} passes x {args.runs} runs per variant and workload\n\n"
+        f"# Benchmark: {args.passes} passes x {args.rounds} rounds x {args.runs} runs per variant and workload\n\n"
         f"Workload: create_agent, scripted model, {MODEL_CALLS} model calls and 4 tool calls per run (the 1-call "
-        "column: one model call, no tool). Each variant in a fresh process, rotating order; ratios and overheads "
-        "are against the bare agent of the same pass, then the median over passes.\n\n"
+        "column: one model call, no tool). Every variant in a fresh process of its own per pass; the processes "
+        "take turns, a few runs each, in a rotating order. Ratios and overheads are against the bare agent's runs "
+        "of the same round, then the median over all rounds; RSS growth is per process over the pass.\n\n"
     )
     (HERE / "results.md").write_text(header + table + "\n")
     print(table)
@@ -138,7 +195,7 @@ names = list(ratios)
 ax.barh(names, [ratios[n] for n in names], color=["#888" if n == "bare" else "#1565c0" if n == "rb-otel" else "#ef6c00"
         for n in names])
 ax.axvline(1.2, color="#c62828", linestyle="--", label="target 1.20x")
-ax.set_xlabel("time per run vs the bare agent (same pass)")
+ax.set_xlabel("time per run vs the bare agent (same round)")
 ax.legend()
 fig.tight_layout()
 fig.savefig(sys.argv[1], dpi=120)

@@ -1,6 +1,12 @@
-"""One benchmark variant in a fresh process (instrumentors patch LangChain globally): prints one JSON line.
+"""One benchmark variant in its own process (instrumentors patch LangChain globally), driven by ``compare.py``.
 
-    python benchmarks/peer_run.py VARIANT --runs 100
+    python benchmarks/peer_run.py VARIANT [--warmup 20]
+
+It builds the variant's agents, warms them up and prints ``{"ready": true, "spans_per_run": ...}``; then each
+line ``CALLS RUNS`` on stdin (``5 4``: four runs of the 5-call workload; ``1 4``: of the 1-call one) is answered
+with the JSON list of those runs' times in ms (the span exporter is drained after each command, outside the
+timing), and ``quit`` with ``{"rss_growth_mb": ...}``. The coordinator keeps every variant's process alive and
+lets them take turns, so a slow minute of the machine hits every variant alike.
 
 Variants: ``bare``, ``rb-otel``, ``openllmetry``, ``openllmetry-nocontent`` (``TRACELOOP_TRACE_CONTENT=false``),
 ``openinference``, ``agento11y`` (its generation export discarded in-process, spans and metrics to the same
@@ -16,7 +22,7 @@ import argparse
 import gc
 import json
 import os
-import statistics
+import sys
 import time
 from typing import Any
 
@@ -40,6 +46,7 @@ def add(a: int, b: int) -> int:
 
 SCRIPT = [tool_call("add", {"a": i, "b": i + 1}, f"c{i}", content=f"Adding {i} and {i + 1} next.") for i in range(4)]
 SCRIPT.append(AIMessage("The answer is 30."))
+PROMPT = "You are a calculator."
 #: The 1-call workload: one model call, no tool (the fixed per-run cost of each package).
 ONE_CALL = [AIMessage("The answer is 3.")]
 
@@ -68,19 +75,16 @@ class _DiscardGenerations:
         pass
 
 
-def build(
-    variant: str, tracer_provider: TracerProvider, meter_provider: MeterProvider, script: list[AIMessage] = SCRIPT
-) -> tuple[Any, dict[str, Any]]:
-    """The agent for ``variant`` and the config to invoke it with."""
-    model = ScriptedChatModel(script=script)
-    middleware: list[Any] = []
-    config: dict[str, Any] = {}
+def instrument(
+    variant: str, tracer_provider: TracerProvider, meter_provider: MeterProvider
+) -> tuple[list[Any], dict[str, Any]]:
+    """Instrument for ``variant``: the agent middleware and the invoke config it needs."""
     if variant == "rb-otel":
         from rb_otel import ReasonBlocks
 
         rb = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=meter_provider)
-        middleware = [rb.middleware(agent_name="bench")]
-    elif variant == "agento11y":
+        return [rb.middleware(agent_name="bench")], {}
+    if variant == "agento11y":
         from agento11y import Client
         from agento11y.config import ClientConfig
         from agento11y_langchain import Agento11yLangChainHandler
@@ -92,8 +96,8 @@ def build(
                 generation_exporter=_DiscardGenerations(),
             )
         )
-        config = {"callbacks": [Agento11yLangChainHandler(client=client, agent_name="bench")]}
-    elif variant.startswith("openllmetry"):
+        return [], {"callbacks": [Agento11yLangChainHandler(client=client, agent_name="bench")]}
+    if variant.startswith("openllmetry"):
         if variant == "openllmetry-nocontent":
             os.environ["TRACELOOP_TRACE_CONTENT"] = "false"
         from opentelemetry.instrumentation.langchain import LangchainInstrumentor
@@ -105,51 +109,55 @@ def build(
         LangChainInstrumentor().instrument(tracer_provider=tracer_provider)
     elif variant != "bare":
         raise SystemExit(f"unknown variant {variant}")
-    return create_agent(model, [add], middleware=middleware, system_prompt="You are a calculator."), config
+    return [], {}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("variant")
-    parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--calls", type=int, choices=(1, 5), default=5, help="model calls per run")
     args = parser.parse_args()
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-    agent, config = build(args.variant, tracer_provider, meter_provider, SCRIPT if args.calls == 5 else ONE_CALL)
+    middleware, config = instrument(args.variant, tracer_provider, meter_provider)
+    agents = {
+        calls: create_agent(ScriptedChatModel(script=script), [add], middleware=middleware, system_prompt=PROMPT)
+        for calls, script in ((5, SCRIPT), (1, ONE_CALL))
+    }
+
+    def invoke(calls: int) -> None:
+        agents[calls].invoke({"messages": [("user", "what is 1+2?")]}, config=config)
+
+    def drain() -> None:  # so no variant is slowed by a growing heap of finished spans
+        tracer_provider.force_flush()
+        exporter.clear()
+
     for _ in range(args.warmup):
-        agent.invoke({"messages": [("user", "what is 1+2?")]}, config=config)
+        invoke(5)
     tracer_provider.force_flush()
     spans_per_run = len(exporter.get_finished_spans()) / max(args.warmup, 1)
-    exporter.clear()
+    for _ in range(args.warmup):
+        invoke(1)
+    drain()
     gc.collect()
     rss_before = _rss_mb()
-    timings = []
-    for i in range(args.runs):
-        started = time.perf_counter()
-        agent.invoke({"messages": [("user", "what is 1+2?")]}, config=config)
-        timings.append((time.perf_counter() - started) * 1000)
-        if i % 20 == 19:  # drain, so no variant is slowed by a growing heap of finished spans
-            tracer_provider.force_flush()
-            exporter.clear()
-    tracer_provider.force_flush()
-    exporter.clear()
+    print(json.dumps({"ready": True, "variant": args.variant, "spans_per_run": spans_per_run}), flush=True)
+    for line in sys.stdin:
+        command = line.split()
+        if not command or command[0] == "quit":
+            break
+        calls, runs = int(command[0]), int(command[1])
+        timings = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            invoke(calls)
+            timings.append((time.perf_counter() - started) * 1000)
+        drain()
+        print(json.dumps(timings), flush=True)
     gc.collect()
-    print(
-        json.dumps(
-            {
-                "variant": args.variant,
-                "median_ms": statistics.median(timings),
-                "min_ms": min(timings),
-                "max_ms": max(timings),
-                "spans_per_run": spans_per_run,
-                "rss_growth_mb": _rss_mb() - rss_before,
-            }
-        )
-    )
+    print(json.dumps({"rss_growth_mb": _rss_mb() - rss_before}), flush=True)
 
 
 if __name__ == "__main__":

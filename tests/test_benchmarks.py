@@ -57,3 +57,22 @@ def test_steering_benchmark_reports_every_run_length(tmp_path: Path) -> None:
         row = result[n]
         assert 0 < row["best_round_median_us"] <= row["median_us"] and row["p90_us"] >= row["median_us"]
     assert result["store_query_1000_patterns"]["mean_us"] > 0
+
+
+def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:
+    """compare.py's worker protocol, with the variants that need no peer package (bare, rb-otel)."""
+    for variant, spans in (("bare", 0), ("rb-otel", 10)):
+        done = subprocess.run(
+            [sys.executable, str(BENCHMARKS / "peer_run.py"), variant, "--warmup", "2"],
+            input="5 3\n1 2\nquit\n",
+            cwd=BENCHMARKS,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        ready, five, one, end = (json.loads(line) for line in done.stdout.strip().splitlines())
+        assert ready == {"ready": True, "variant": variant, "spans_per_run": spans}
+        assert len(five) == 3 and len(one) == 2 and all(t > 0 for t in five + one)
+        assert set(end) == {"rss_growth_mb"}

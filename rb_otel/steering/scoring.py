@@ -21,7 +21,7 @@ import math
 import re
 from itertools import compress, count
 
-from rb_otel.steering.text import Memo, tokens
+from rb_otel.steering.text import Memo, names_a_path, tokens
 
 __all__ = ["ERROR_TERMS", "HEDGE_TERMS", "score_signals", "score_step"]
 
@@ -111,7 +111,6 @@ _EMPTY_SCORE = 0.5
 
 
 _ERROR_SUFFIXES = ("error", "errors", "exception", "exceptions")
-_DOTTED = re.compile(r"[a-z_][\w-]*(?:\.\w+)+")
 # The leading lookahead only filters: positions that cannot open a quote are rejected before the alternation is
 # tried, which makes ``findall`` about 2.5x faster on ordinary prose.
 _QUOTED = re.compile(r"(?=[\"'`])(?:\"[^\"\n]{1,200}\"|(?<!\w)'[^'\n]{1,200}'(?!\w)|`[^`\n]{1,200}`)")
@@ -177,14 +176,8 @@ def _count_hits(words: list[str]) -> tuple[int, int]:
     return counts[_HEDGE], counts[_ERROR]
 
 
-def _is_entity_word(word: str) -> int:
-    if "/" in word:
-        return 1 if len(word) > 1 else 0
-    return 1 if "." in word and _DOTTED.fullmatch(word) else 0
-
-
-#: word -> 1 when it names an entity (a path or a dotted name), else 0.
-_ENTITY_WORDS: Memo[int] = Memo(_is_entity_word)
+#: word -> whether it names an entity (a path or a dotted name).
+_ENTITY_WORDS: Memo[bool] = Memo(names_a_path)
 
 
 def _count_entities(words: list[str], lowered: str) -> int:

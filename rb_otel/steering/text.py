@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
-__all__ = ["Tokens", "content_words", "jaccard", "stem", "tokens"]
+__all__ = ["Memo", "Tokens", "content_words", "jaccard", "names_a_path", "stem", "tokens"]
 
 _CONTENT_WORD = re.compile(r"\w{3,}")
 #: Monitors read at most this much of one text, so a 10 MB thought costs the same as a long one.
@@ -138,6 +138,15 @@ def content_words(text: str) -> frozenset[str]:
     cached_text, cached = _LAST.entry
     words = cached.words if cached_text is text else _split(text.lower())  # the scorer usually tokenised it
     return frozenset().union(*map(_TOKEN_STEMS.__getitem__, words))
+
+
+_DOTTED = re.compile(r"[a-z_][\w-]*(?:\.\w+)+")
+
+
+def names_a_path(word: str) -> bool:
+    """A word with a slash (``src/a``, not ``/`` alone) or a dotted name starting with a letter (``auth.py``,
+    ``os.path.join``; ``3.14`` is not one): what the scorer counts as an entity and the monitors as a path."""
+    return ("/" in word and len(word) > 1) or ("." in word and _DOTTED.fullmatch(word) is not None)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, tokens
+from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, names_a_path, tokens
 from rb_otel.types import StepRecord
 
 __all__ = ["EDIT_TOOLS", "FeatureCache", "StepFeatures"]
@@ -57,7 +57,6 @@ _RETRACTION = re.compile(
 # The subject is matched possessively (``{2,}+``): it must be followed by a space, which ``[\w.]`` never matches,
 # so giving characters back could not help and backtracking is skipped (the same matches, ~1.6x faster).
 _CLAIM = re.compile(r"\b([a-z_][\w.]{2,}+) (?:is|are|was|were)( not|n't)? (?:in |the |a |an |at )*([a-z_][\w.]{2,})")
-_DOTTED = re.compile(r"[a-z_][\w-]*(?:\.\w+)+")
 _PUNCT = "\"'`.,;:!?()[]{}<>"
 
 
@@ -99,9 +98,7 @@ _NO_PATHS: frozenset[str] = frozenset()
 def _path_of(token: str) -> str:
     """The token as a path or dotted name (punctuation stripped), or ``""`` when it is neither."""
     word = token.strip(_PUNCT)
-    if ("/" in word and len(word) > 1) or ("." in word and _DOTTED.fullmatch(word)):
-        return word
-    return ""
+    return word if names_a_path(word) else ""
 
 
 _PATH_OF: Memo[str] = Memo(_path_of)

@@ -119,7 +119,7 @@ def tokens(text: str) -> Tokens:
 
 
 def _token_stems(token: str) -> tuple[str, ...]:
-    # A token holds whole ``\\w`` runs (whitespace is never one, and the stripped punctuation is not ``\\w``), so
+    # A token holds whole ``\w`` runs (whitespace is never one, and the stripped punctuation is not ``\w``), so
     # the union over a text's tokens is exactly the content words of the text.
     return tuple(_STEMS[w] for w in _CONTENT_WORD.findall(token) if w not in STOPWORDS)
 

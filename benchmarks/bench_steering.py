@@ -2,9 +2,12 @@
 
 Embedded monitors and E-traces on, realistic thoughts; reported as median/p90 microseconds per step at run
 lengths 10, 100, 1,000 and 10,000 (the cost must not grow with run length): the median over ``--rounds``
-interleaved rounds of each round's median, and the best round's. Numbers, not assertions.
+interleaved rounds of each round's median, and the best round's. Then the same with cold CPU caches: inside an
+agent, LangGraph's work between two model calls evicts the core from the caches, which makes it several times
+slower than in this tight loop; ``--evict-mb`` megabytes are touched before each step (outside the timing) to show
+that cost without an agent. Numbers, not assertions.
 
-    python benchmarks/bench_steering.py [--rounds 5] [--json FILE]
+    python benchmarks/bench_steering.py [--rounds 5] [--evict-mb 32] [--json FILE]
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 
 from _thoughts import thoughts
 
@@ -20,7 +24,18 @@ from rb_otel import DifficultyFSM, ReasonBlocks, SteeringSession, TraceStateMana
 from rb_otel.steering.etraces import InMemoryPatternStore, Pattern, RetrievalQuery
 
 
-def run_steps(n: int, corpus: list[tuple[str, str, str]]) -> list[float]:
+def evictor(megabytes: int) -> Callable[[], None]:
+    """A function that writes one byte per 64-byte line of a ``megabytes`` buffer (evicting the CPU caches)."""
+    buffer = bytearray(megabytes << 20)
+    ones = b"\x01" * len(buffer[::64])
+
+    def evict() -> None:
+        buffer[::64] = ones
+
+    return evict
+
+
+def run_steps(n: int, corpus: list[tuple[str, str, str]], evict: Callable[[], None] | None = None) -> list[float]:
     session = SteeringSession(
         score_fn=ReasonBlocks.score_step,
         fsm=DifficultyFSM(),
@@ -31,6 +46,8 @@ def run_steps(n: int, corpus: list[tuple[str, str, str]]) -> list[float]:
     timings = []
     for i in range(n):
         thought, action, action_input = corpus[i % len(corpus)]
+        if evict is not None:
+            evict()
         started = time.perf_counter()
         decision = session.begin_step(
             thought=None if i == 0 else f"{thought} [{i}]",
@@ -60,6 +77,7 @@ def store_query_us(patterns: int = 1000, queries: int = 2000) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5, help="rounds over all run lengths (this VM's speed drifts)")
+    parser.add_argument("--evict-mb", type=int, default=32, help="megabytes touched before each cold step (0: skip)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     corpus = thoughts()
@@ -88,6 +106,12 @@ def main() -> None:
             f"{n:>7} {row['median_us']:>10.1f} {row['best_round_median_us']:>11.1f} {row['p90_us']:>8.1f} "
             f"{row['tail_median_us']:>19.1f}"
         )
+    if args.evict_mb > 0:
+        evict = evictor(args.evict_mb)
+        cold = [statistics.median(run_steps(100, corpus, evict)) for _ in range(args.rounds)]
+        results["cold_caches_100_steps"] = {"median_us": statistics.median(cold), "evict_mb": args.evict_mb}
+        print(f"cold caches ({args.evict_mb} MB touched before each step), 100-step runs: median "
+              f"{statistics.median(cold):.1f} us per step")  # fmt: skip
     q = store_query_us()
     results["store_query_1000_patterns"] = {"mean_us": q}
     print(f"embedded store, 1,000 patterns: {q:.1f} us per query")

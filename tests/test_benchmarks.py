@@ -51,12 +51,13 @@ def test_memory_benchmark_reports_its_samples(tmp_path: Path) -> None:
 
 def test_steering_benchmark_reports_every_run_length(tmp_path: Path) -> None:
     report = tmp_path / "steering.json"
-    _run("bench_steering.py", "--rounds", "1", "--json", str(report))
+    _run("bench_steering.py", "--rounds", "1", "--evict-mb", "4", "--json", str(report))
     result = json.loads(report.read_text())
     for n in ("10", "100", "1000", "10000"):
         row = result[n]
         assert 0 < row["best_round_median_us"] <= row["median_us"] and row["p90_us"] >= row["median_us"]
     assert result["store_query_1000_patterns"]["mean_us"] > 0
+    assert result["cold_caches_100_steps"]["median_us"] > 0 and result["cold_caches_100_steps"]["evict_mb"] == 4
 
 
 def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:

@@ -36,7 +36,7 @@ from rb_otel.telemetry.attributes import (
 from rb_otel.telemetry.child_spans import ChildSpans
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.instruments import Instruments
-from rb_otel.telemetry.run_metrics import RunMetrics
+from rb_otel.telemetry.run_metrics import DEFAULT_BATCH_WINDOW, RunMetrics
 from rb_otel.telemetry.spans import Abandoned, LiveChat, ToolCall, ns
 from rb_otel.types import FSMState, StepLogEntry
 
@@ -57,12 +57,13 @@ class RunRecorder:
         instruments: Instruments,
         content: ContentPolicy,
         parent: otel_context.Context | None = None,
+        metrics_batch_window: float = DEFAULT_BATCH_WINDOW,
     ) -> None:
         self.info = info
         self._tracer = tracer
         self._content = content
         self._parent = parent
-        self._metrics = RunMetrics(instruments, info.agent_name)
+        self._metrics = RunMetrics(instruments, info.agent_name, batch_window=metrics_batch_window)
         self._lock = threading.Lock()
         self._span: Span | None = None
         self._ctx: otel_context.Context | None = None
@@ -162,7 +163,15 @@ class RunRecorder:
             _log.warning("finishing run %s failed", self.info.run_id, exc_info=True)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Nothing to drain: the tracer provider's span processor owns export."""
+        """Record any batched measurements; the providers own export."""
+        self.flush_metrics()
+
+    def flush_metrics(self) -> None:
+        """Record the measurements this run is batching (see ``run_metrics``) now; never raises."""
+        try:
+            self._metrics.flush()
+        except Exception:
+            _log.warning("recording the metrics of run %s failed", self.info.run_id, exc_info=True)
 
     # -- live model calls ------------------------------------------------------------------------------------
 
@@ -373,7 +382,9 @@ class RunRecorder:
             duration = time.perf_counter() - self._started_perf
         else:
             duration = max(end_time - self._started_wall, 0.0)
-        self._metrics.finished(
-            state=self.state, outcome_label=label, max_state=self.max_state, duration=duration, context=self._ctx
-        )
-        span.end(end_time=None if end_time is None else ns(end_time))
+        try:
+            self._metrics.finished(
+                state=self.state, outcome_label=label, max_state=self.max_state, duration=duration, context=self._ctx
+            )
+        finally:  # the run span ends whatever the meter does
+            span.end(end_time=None if end_time is None else ns(end_time))

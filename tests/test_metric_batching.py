@@ -1,0 +1,189 @@
+"""Batched recording of finished-work metrics (``run_metrics``): what waits, what never waits, what flushes it."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any
+
+import pytest
+from conftest import Otel, add, calc_script
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import interrupt
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from rb_otel import ReasonBlocks
+from rb_otel.telemetry import RunInfo
+from rb_otel.telemetry.instruments import Instruments
+from rb_otel.telemetry.run_metrics import RunMetrics
+from rb_otel.testing import ScriptedChatModel, tool_call
+from rb_otel.types import StepLogEntry
+
+THOUGHTS = ["Reading src/app.py first.", "Maybe the error is a KeyError, not sure.", "Adding a test for it."]
+
+
+def _steps(session: Any, thoughts: list[str], *, pause: float = 0.0) -> None:
+    for thought in thoughts:
+        decision = session.begin_step(thought=thought)
+        time.sleep(pause)
+        session.end_step(decision, tokens=5, tool_calls=["read"])
+
+
+def test_a_fast_run_batches_step_metrics_until_it_ends(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    session = rb.session(agent_name="batch")
+    _steps(session, THOUGHTS)
+    assert otel.metric_sum("rb.steps") == 0 and otel.metric_sum("rb.step.difficulty") == 0  # waiting
+    assert otel.metric_sum("rb.runs.active") == 1  # state metrics never wait
+    assert otel.metric_sum("rb.fsm.transitions") == 1
+    session.finish()
+    assert otel.metric_sum("rb.steps") == len(THOUGHTS)
+    assert otel.metric_sum("rb.step.difficulty") == len(THOUGHTS)
+    assert otel.metric_sum("gen_ai.client.operation.duration") == len(THOUGHTS)
+    assert otel.metric_sum("rb.runs.active") == 0 and otel.metric_sum("rb.runs") == 1
+
+
+def test_batched_measurements_keep_their_steps_span_as_exemplar(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    session = rb.session(agent_name="batch")
+    _steps(session, THOUGHTS)
+    session.finish()
+    chat_spans = {s.context.span_id for s in otel.spans("chat")}
+    assert len(chat_spans) == len(THOUGHTS)
+    exemplar_spans = {
+        e.span_id for _, point in otel.metric_points("rb.step.difficulty") for e in getattr(point, "exemplars", ())
+    }
+    assert exemplar_spans and exemplar_spans <= chat_spans  # each points at a chat span, not at the run span
+
+
+def test_window_zero_records_every_step_at_once(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=0)
+    session = rb.session(agent_name="batch")
+    for done, thought in enumerate(THOUGHTS, start=1):
+        _steps(session, [thought])
+        assert otel.metric_sum("rb.steps") == done
+    session.finish()
+
+
+def test_a_run_slower_than_the_window_records_at_once(otel: Otel) -> None:
+    window = 0.01
+    rb = ReasonBlocks(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=window
+    )
+    session = rb.session(agent_name="batch")
+    for done, thought in enumerate(THOUGHTS, start=1):
+        _steps(session, [thought], pause=2 * window)  # a model call longer than the window
+        assert otel.metric_sum("rb.steps") == done
+    session.finish()
+
+
+def test_flush_records_what_a_run_in_flight_is_batching(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    session = rb.session(agent_name="batch")
+    _steps(session, THOUGHTS)
+    rb.flush()
+    assert otel.metric_sum("rb.steps") == len(THOUGHTS)
+    assert otel.metric_sum("rb.runs.active") == 1  # still in flight
+    session.finish()
+    assert otel.metric_sum("rb.steps") == len(THOUGHTS)  # nothing recorded twice
+
+
+def test_an_agent_run_has_every_metric_recorded_when_invoke_returns(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    mw = rb.middleware(agent_name="calc")
+    agent = create_agent(ScriptedChatModel(script=calc_script(3)), [add], middleware=[mw])
+    agent.invoke({"messages": [("user", "x")]})
+    assert otel.metric_sum("rb.steps") == len(mw.step_log) == 4
+    assert otel.metric_sum("gen_ai.execute_tool.duration") == 3
+
+
+@tool
+def ask_human(question: str) -> str:
+    """Ask a human."""
+    return str(interrupt(question))
+
+
+def test_an_interrupted_run_records_its_steps_before_it_pauses(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    script = [tool_call("ask_human", {"question": "ok?"}, "q1", content="Asking."), AIMessage("Thanks, done.")]
+    agent = create_agent(
+        ScriptedChatModel(script=script), [ask_human], middleware=[rb.middleware()], checkpointer=InMemorySaver()
+    )
+    out = agent.invoke({"messages": [("user", "x")]}, {"configurable": {"thread_id": "t1"}})
+    assert "__interrupt__" in out
+    assert otel.metric_sum("rb.steps") == 1
+
+
+@pytest.mark.parametrize("window", [-1, math.nan, math.inf, "1", True])
+def test_a_bad_window_fails_at_construction(window: Any) -> None:
+    with pytest.raises(ValueError, match="metrics_batch_window"):
+        ReasonBlocks(metrics_batch_window=window)
+
+
+@pytest.mark.parametrize("window", [0.0, 60.0])
+def test_tool_metrics_from_many_threads_are_recorded_once_each(window: float) -> None:
+    # Parallel tool calls of one run end on several threads; queueing and flushing must lose and repeat nothing.
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    metrics = RunMetrics(Instruments(provider.get_meter("t")), "agent", batch_window=window)
+    threads, calls = 8, 400
+    start = threading.Barrier(threads)
+
+    def work() -> None:
+        start.wait()
+        for i in range(calls):
+            metrics.tool("add", None, 0.001, trace.set_span_in_context(trace.INVALID_SPAN))
+            if i % 50 == 0:
+                metrics.flush()
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    metrics.flush()
+    assert metrics.pending == 0
+    data = reader.get_metrics_data()
+    assert data is not None
+    counts = [
+        p.count
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "gen_ai.execute_tool.duration"
+        for p in m.data.data_points
+    ]
+    assert counts == [threads * calls]
+    provider.shutdown()
+
+
+def test_a_step_recorded_after_its_run_ended_is_recorded_at_once(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    recorder = rb.telemetry.run(RunInfo(run_id="late", agent_name="batch"))
+    recorder.run_start("late", {})
+    recorder.run_finish("late", "success")
+    late_step = StepLogEntry(step=0, fsm_state="NORMAL", thought_preview="late")  # e.g. a model call outliving it
+    recorder.step("late", late_step, steering_ms=0.1)
+    assert otel.metric_sum("rb.steps") == 1
+
+
+class _BrokenCounter:
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("meter failure")
+
+
+def test_a_meter_failing_at_the_flush_still_ends_the_run(otel: Otel, caplog: pytest.LogCaptureFixture) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    rb.telemetry.instruments.steps = _BrokenCounter()  # type: ignore[assignment]
+    session = rb.session(agent_name="batch")
+    _steps(session, THOUGHTS)
+    session.finish()
+    assert len(otel.spans("invoke_agent")) == 1  # the run span ended
+    assert otel.metric_sum("rb.runs.active") == 0 and otel.metric_sum("rb.runs") == 1
+    assert "meter failure" in caplog.text  # logged with its traceback, not raised into the agent

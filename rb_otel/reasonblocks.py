@@ -23,7 +23,7 @@ from rb_otel.steering.scoring import score_step as _score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.telemetry import RunInfo, Telemetry
-from rb_otel.telemetry.run_metrics import DEFAULT_BATCH_WINDOW
+from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
 
 if TYPE_CHECKING:
     from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
@@ -42,8 +42,8 @@ class ReasonBlocks:
     With an ``api_key``, monitors and patterns come from rb-api (``base_url``, else ``REASONBLOCKS_BASE_URL``),
     failing open to the embedded ones within ``steering_budget_s`` per step; ``export_runs_to_api=True`` also
     sends run events to rb-api's run endpoints. ``live_streaming_enabled=False`` turns export off.
-    ``metrics_batch_window``: a run stepping faster than this (seconds) records the metrics of its finished steps
-    and tools in batches, at most this far apart and at its end (``0`` records each at once; see the README).
+    ``telemetry_batch_window``: a run stepping faster than this (seconds) records the metrics and ends the spans of
+    its finished steps and tools in batches, at most this far apart and at its end (``0``: each at once; README).
     """
 
     score_step = staticmethod(_score_step)
@@ -69,7 +69,7 @@ class ReasonBlocks:
         score_fn: Callable[[str], float] | None = None,
         steering_budget_s: float = 2.0,
         export_runs_to_api: bool = False,
-        metrics_batch_window: float = DEFAULT_BATCH_WINDOW,
+        telemetry_batch_window: float = DEFAULT_BATCH_WINDOW,
     ) -> None:
         if api_key is not None and not isinstance(api_key, str):
             raise TypeError("api_key must be a str or None")
@@ -114,7 +114,7 @@ class ReasonBlocks:
             meter_provider=meter_provider,
             capture_content=capture_content,
             enabled=self.live_streaming_enabled,
-            metrics_batch_window=metrics_batch_window,
+            batch_window=telemetry_batch_window,
         )
         self._model_routing = model_routing
         self._router: ModelRouter | None = None
@@ -249,8 +249,8 @@ class ReasonBlocks:
             self.client.close()
 
     def flush(self, timeout: float = 5.0) -> None:
-        """Record the metrics runs in flight are batching, then force-flush the providers (when they can)."""
-        self.telemetry.flush_metrics()
+        """Do the finished work runs in flight are batching, then force-flush the providers (when they can)."""
+        self.telemetry.flush()
         providers = (
             self._tracer_provider or trace.get_tracer_provider(),
             self._meter_provider or metrics.get_meter_provider(),

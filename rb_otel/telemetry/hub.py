@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import math
 import threading
 import weakref
@@ -10,22 +11,35 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 
 from rb_otel import __version__
+from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
 from rb_otel.telemetry.content import ContentPolicy, resolve_capture
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.recorder import RunInfo, RunRecorder
-from rb_otel.telemetry.run_metrics import DEFAULT_BATCH_WINDOW
 
 __all__ = ["INSTRUMENTATION_NAME", "Telemetry"]
 
 INSTRUMENTATION_NAME = "rb_otel"
+
+_BATCHING: weakref.WeakSet[Telemetry] = weakref.WeakSet()
+_BATCHING_LOCK = threading.Lock()
+_exit_hook: list[bool] = []  # [True] once registered
+
+
+def _flush_at_exit() -> None:
+    # Registered when the first batching Telemetry is made, i.e. after the providers it was given, so it runs
+    # before their own exit hooks (atexit is last-in, first-out) and what runs in flight hold still goes out.
+    with _BATCHING_LOCK:
+        hubs = list(_BATCHING)
+    for hub in hubs:
+        hub.flush()
 
 
 class Telemetry:
     """Builds a :class:`RunRecorder` per run from providers given here, or the global ones.
 
     ``enabled=False`` swaps in no-op providers: nothing is exported, local behaviour is unchanged.
-    ``metrics_batch_window`` (seconds, ``0`` to turn it off): how long a quickly stepping run may batch the
-    measurements of its finished steps and tools before recording them (``run_metrics``).
+    ``batch_window`` (seconds, ``0`` to turn it off): how long a quickly stepping run may hold the finished work
+    of its steps and tools (metric records, span ends) before doing it (``batch.py``).
     """
 
     def __init__(
@@ -35,15 +49,15 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
         capture_content: bool | None = None,
         enabled: bool = True,
-        metrics_batch_window: float = DEFAULT_BATCH_WINDOW,
+        batch_window: float = DEFAULT_BATCH_WINDOW,
     ) -> None:
         if (
-            isinstance(metrics_batch_window, bool)
-            or not isinstance(metrics_batch_window, int | float)
-            or not math.isfinite(metrics_batch_window)
-            or metrics_batch_window < 0
+            isinstance(batch_window, bool)
+            or not isinstance(batch_window, int | float)
+            or not math.isfinite(batch_window)
+            or batch_window < 0
         ):
-            raise ValueError(f"metrics_batch_window must be finite seconds >= 0, got {metrics_batch_window!r}")
+            raise ValueError(f"telemetry_batch_window must be finite seconds >= 0, got {batch_window!r}")
         if not enabled:
             tracer_provider = trace.NoOpTracerProvider()
             meter_provider = metrics.NoOpMeterProvider()
@@ -54,9 +68,11 @@ class Telemetry:
         self.meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider=meter_provider)
         self.instruments = Instruments(self.meter)
         self.content = ContentPolicy(resolve_capture(capture_content))
-        self.metrics_batch_window = float(metrics_batch_window)
-        self._recorders: weakref.WeakSet[RunRecorder] = weakref.WeakSet()  # for flush_metrics(); never keeps one alive
+        self.batch_window = float(batch_window)
+        self._recorders: weakref.WeakSet[RunRecorder] = weakref.WeakSet()  # for flush(); never keeps one alive
         self._lock = threading.Lock()
+        if self.batch_window:
+            self._watch_exit()
 
     def run(self, info: RunInfo, *, parent: otel_context.Context | None = None) -> RunRecorder:
         """A recorder for one run; its span opens on ``run_start`` as a child of ``parent`` (or the current span)."""
@@ -66,16 +82,23 @@ class Telemetry:
             instruments=self.instruments,
             content=self.content,
             parent=parent,
-            metrics_batch_window=self.metrics_batch_window,
+            batch_window=self.batch_window,
         )
-        if self.metrics_batch_window:
+        if self.batch_window:
             with self._lock:
                 self._recorders.add(recorder)
         return recorder
 
-    def flush_metrics(self) -> None:
-        """Record the measurements every run in flight is batching (a run records its own when it ends)."""
+    def _watch_exit(self) -> None:
+        with _BATCHING_LOCK:
+            if not _exit_hook:
+                atexit.register(_flush_at_exit)
+                _exit_hook.append(True)
+            _BATCHING.add(self)
+
+    def flush(self) -> None:
+        """Do the finished work every run in flight is batching (a run does its own when it ends)."""
         with self._lock:
             recorders = list(self._recorders)
         for recorder in recorders:
-            recorder.flush_metrics()
+            recorder.flush()

@@ -26,6 +26,7 @@ from opentelemetry.util.types import AttributeValue
 from rb_otel.steering.calls import CallNote
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import (
+    Attributes,
     ChatResponse,
     RunInfo,
     chat_attributes,
@@ -33,10 +34,11 @@ from rb_otel.telemetry.attributes import (
     outcome_label,
     response_attributes,
 )
+from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW, Batch, end_span
 from rb_otel.telemetry.child_spans import ChildSpans
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.instruments import Instruments
-from rb_otel.telemetry.run_metrics import DEFAULT_BATCH_WINDOW, RunMetrics
+from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.spans import Abandoned, LiveChat, ToolCall, ns
 from rb_otel.types import FSMState, StepLogEntry
 
@@ -57,13 +59,14 @@ class RunRecorder:
         instruments: Instruments,
         content: ContentPolicy,
         parent: otel_context.Context | None = None,
-        metrics_batch_window: float = DEFAULT_BATCH_WINDOW,
+        batch_window: float = DEFAULT_BATCH_WINDOW,
     ) -> None:
         self.info = info
         self._tracer = tracer
         self._content = content
         self._parent = parent
-        self._metrics = RunMetrics(instruments, info.agent_name, batch_window=metrics_batch_window)
+        self._batch = Batch(batch_window)  # finished work done in batches while the run steps fast (batch.py)
+        self._metrics = RunMetrics(instruments, info.agent_name, self._batch)
         self._lock = threading.Lock()
         self._span: Span | None = None
         self._ctx: otel_context.Context | None = None
@@ -71,7 +74,7 @@ class RunRecorder:
         self._started_wall = 0.0
         self._finished = False
         self._live: dict[int, LiveChat] = {}
-        self._children = ChildSpans(tracer, content, self._metrics, lambda: self.context)
+        self._children = ChildSpans(tracer, content, self._metrics, self._batch, lambda: self.context)
         # run summary
         self.state = FSMState.INIT
         self.max_state = FSMState.INIT
@@ -163,15 +166,12 @@ class RunRecorder:
             _log.warning("finishing run %s failed", self.info.run_id, exc_info=True)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Record any batched measurements; the providers own export."""
-        self.flush_metrics()
+        """Do the finished work this run is batching (``batch.py``); the providers own export."""
+        self.flush()
 
-    def flush_metrics(self) -> None:
-        """Record the measurements this run is batching (see ``run_metrics``) now; never raises."""
-        try:
-            self._metrics.flush()
-        except Exception:
-            _log.warning("recording the metrics of run %s failed", self.info.run_id, exc_info=True)
+    def flush(self) -> None:
+        """Record the measurements and end the spans this run is batching, now; never raises."""
+        self._batch.flush()
 
     # -- live model calls ------------------------------------------------------------------------------------
 
@@ -223,6 +223,7 @@ class RunRecorder:
             )
         finally:
             live.span.end()
+        self._batch.settle()
 
     # -- remote steering calls ---------------------------------------------------------------------------
 
@@ -282,7 +283,8 @@ class RunRecorder:
             span = live.span
             # Setting an attribute re-validates its value; most were already set at start_span.
             started = live.start_attributes
-            span.set_attributes({k: v for k, v in attrs.items() if started.get(k, _UNSET) != v})
+            changed: Attributes | None = {k: v for k, v in attrs.items() if started.get(k, _UNSET) != v}
+            end_ns: int | None = time.time_ns()
             duration = time.perf_counter() - live.started
             provider, request_model = live.provider, live.request_model
         else:
@@ -301,30 +303,27 @@ class RunRecorder:
                 start_time=ns(start),
             )
             duration = max(finish - start, 0.0)
+            changed, end_ns = None, ns(entry.timestamp + duration)
         span_ctx = trace.set_span_in_context(span)
         if error_type:
             span.set_attribute(n.ERROR_TYPE, error_type)
             span.set_status(Status(StatusCode.ERROR, error_type))
         for name, event_attrs in events:
             span.add_event(name, event_attrs)
-        try:
-            self._count(entry, response)
-            self._metrics.step(
-                entry,
-                provider=provider,
-                request_model=request_model,
-                duration=duration,
-                steering_ms=steering_ms,
-                response=response,
-                context=span_ctx,
-            )
-            if state is not previous:
-                self._transition(previous, state, entry)
-        finally:
-            if live is not None:
-                span.end()
-            else:
-                span.end(end_time=ns(entry.timestamp + duration))
+        self._batch.add(end_span, span, changed, end_ns)  # queued first: the span ends whatever follows
+        self._count(entry, response)
+        self._metrics.step(
+            entry,
+            provider=provider,
+            request_model=request_model,
+            duration=duration,
+            steering_ms=steering_ms,
+            response=response,
+            context=span_ctx,
+        )
+        if state is not previous:
+            self._transition(previous, state, entry)
+        self._batch.settle()
 
     def _count(self, entry: StepLogEntry, response: ChatResponse | None) -> None:
         """Add one step to the run summary written on the run span at the end."""
@@ -382,6 +381,7 @@ class RunRecorder:
             duration = time.perf_counter() - self._started_perf
         else:
             duration = max(end_time - self._started_wall, 0.0)
+        self._batch.close()  # the child spans end and the steps are recorded before the run's own (never raises)
         try:
             self._metrics.finished(
                 state=self.state, outcome_label=label, max_state=self.max_state, duration=duration, context=self._ctx

@@ -1,7 +1,8 @@
-"""Batched recording of finished-work metrics (``run_metrics``): what waits, what never waits, what flushes it."""
+"""Finished work done in batches (``telemetry/batch.py``): what waits, what never waits, what flushes it."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -20,12 +21,19 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from rb_otel import ReasonBlocks
 from rb_otel.telemetry import RunInfo
+from rb_otel.telemetry.batch import Batch
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.testing import ScriptedChatModel, tool_call
 from rb_otel.types import StepLogEntry
 
 THOUGHTS = ["Reading src/app.py first.", "Maybe the error is a KeyError, not sure.", "Adding a test for it."]
+
+
+def _rb(otel: Otel, window: float) -> ReasonBlocks:
+    return ReasonBlocks(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, telemetry_batch_window=window
+    )
 
 
 def _steps(session: Any, thoughts: list[str], *, pause: float = 0.0) -> None:
@@ -36,13 +44,20 @@ def _steps(session: Any, thoughts: list[str], *, pause: float = 0.0) -> None:
 
 
 def test_a_fast_run_batches_step_metrics_until_it_ends(otel: Otel) -> None:
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    rb = _rb(otel, 60)
     session = rb.session(agent_name="batch")
     _steps(session, THOUGHTS)
     assert otel.metric_sum("rb.steps") == 0 and otel.metric_sum("rb.step.difficulty") == 0  # waiting
+    assert otel.spans("chat") == []  # their ends wait too
     assert otel.metric_sum("rb.runs.active") == 1  # state metrics never wait
     assert otel.metric_sum("rb.fsm.transitions") == 1
     session.finish()
+    chats = sorted(otel.spans("chat"), key=lambda s: s.start_time or 0)
+    (root,) = otel.spans("invoke_agent")
+    assert len(chats) == len(THOUGHTS) and all(s.parent and s.parent.span_id == root.context.span_id for s in chats)
+    for chat, following in itertools.pairwise(chats):  # each ended when its step did, not at the flush
+        assert (chat.end_time or 0) <= (following.start_time or 0)
+    assert dict(chats[-1].attributes or {})["rb.tokens"] == 5  # the attributes set at the end are there
     assert otel.metric_sum("rb.steps") == len(THOUGHTS)
     assert otel.metric_sum("rb.step.difficulty") == len(THOUGHTS)
     assert otel.metric_sum("gen_ai.client.operation.duration") == len(THOUGHTS)
@@ -50,7 +65,7 @@ def test_a_fast_run_batches_step_metrics_until_it_ends(otel: Otel) -> None:
 
 
 def test_batched_measurements_keep_their_steps_span_as_exemplar(otel: Otel) -> None:
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    rb = _rb(otel, 60)
     session = rb.session(agent_name="batch")
     _steps(session, THOUGHTS)
     session.finish()
@@ -63,7 +78,7 @@ def test_batched_measurements_keep_their_steps_span_as_exemplar(otel: Otel) -> N
 
 
 def test_window_zero_records_every_step_at_once(otel: Otel) -> None:
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=0)
+    rb = _rb(otel, 0)
     session = rb.session(agent_name="batch")
     for done, thought in enumerate(THOUGHTS, start=1):
         _steps(session, [thought])
@@ -73,9 +88,7 @@ def test_window_zero_records_every_step_at_once(otel: Otel) -> None:
 
 def test_a_run_slower_than_the_window_records_at_once(otel: Otel) -> None:
     window = 0.01
-    rb = ReasonBlocks(
-        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=window
-    )
+    rb = _rb(otel, window)
     session = rb.session(agent_name="batch")
     for done, thought in enumerate(THOUGHTS, start=1):
         _steps(session, [thought], pause=2 * window)  # a model call longer than the window
@@ -84,23 +97,30 @@ def test_a_run_slower_than_the_window_records_at_once(otel: Otel) -> None:
 
 
 def test_flush_records_what_a_run_in_flight_is_batching(otel: Otel) -> None:
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    rb = _rb(otel, 60)
     session = rb.session(agent_name="batch")
     _steps(session, THOUGHTS)
     rb.flush()
-    assert otel.metric_sum("rb.steps") == len(THOUGHTS)
-    assert otel.metric_sum("rb.runs.active") == 1  # still in flight
+    assert otel.metric_sum("rb.steps") == len(THOUGHTS) and len(otel.spans("chat")) == len(THOUGHTS)
+    assert otel.metric_sum("rb.runs.active") == 1 and otel.spans("invoke_agent") == []  # still in flight
     session.finish()
     assert otel.metric_sum("rb.steps") == len(THOUGHTS)  # nothing recorded twice
+    assert len(otel.spans("chat")) == len(THOUGHTS) and len(otel.spans("invoke_agent")) == 1
 
 
 def test_an_agent_run_has_every_metric_recorded_when_invoke_returns(otel: Otel) -> None:
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    rb = _rb(otel, 60)
     mw = rb.middleware(agent_name="calc")
     agent = create_agent(ScriptedChatModel(script=calc_script(3)), [add], middleware=[mw])
     agent.invoke({"messages": [("user", "x")]})
     assert otel.metric_sum("rb.steps") == len(mw.step_log) == 4
     assert otel.metric_sum("gen_ai.execute_tool.duration") == 3
+    chats = sorted(otel.spans("chat"), key=lambda s: s.start_time or 0)
+    tools = sorted(otel.spans("execute_tool"), key=lambda s: s.start_time or 0)
+    assert len(chats) == 4 and len(tools) == 3
+    for chat, tool_span, next_chat in zip(chats, tools, chats[1:], strict=False):  # ended in order, when they did
+        assert (chat.end_time or 0) <= (tool_span.start_time or 0) <= (tool_span.end_time or 0)
+        assert (tool_span.end_time or 0) <= (next_chat.start_time or 0)
 
 
 @tool
@@ -110,7 +130,7 @@ def ask_human(question: str) -> str:
 
 
 def test_an_interrupted_run_records_its_steps_before_it_pauses(otel: Otel) -> None:
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    rb = _rb(otel, 60)
     script = [tool_call("ask_human", {"question": "ok?"}, "q1", content="Asking."), AIMessage("Thanks, done.")]
     agent = create_agent(
         ScriptedChatModel(script=script), [ask_human], middleware=[rb.middleware()], checkpointer=InMemorySaver()
@@ -122,8 +142,8 @@ def test_an_interrupted_run_records_its_steps_before_it_pauses(otel: Otel) -> No
 
 @pytest.mark.parametrize("window", [-1, math.nan, math.inf, "1", True])
 def test_a_bad_window_fails_at_construction(window: Any) -> None:
-    with pytest.raises(ValueError, match="metrics_batch_window"):
-        ReasonBlocks(metrics_batch_window=window)
+    with pytest.raises(ValueError, match="telemetry_batch_window"):
+        ReasonBlocks(telemetry_batch_window=window)
 
 
 @pytest.mark.parametrize("window", [0.0, 60.0])
@@ -131,7 +151,8 @@ def test_tool_metrics_from_many_threads_are_recorded_once_each(window: float) ->
     # Parallel tool calls of one run end on several threads; queueing and flushing must lose and repeat nothing.
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    metrics = RunMetrics(Instruments(provider.get_meter("t")), "agent", batch_window=window)
+    batch = Batch(window)
+    metrics = RunMetrics(Instruments(provider.get_meter("t")), "agent", batch)
     threads, calls = 8, 400
     start = threading.Barrier(threads)
 
@@ -139,16 +160,17 @@ def test_tool_metrics_from_many_threads_are_recorded_once_each(window: float) ->
         start.wait()
         for i in range(calls):
             metrics.tool("add", None, 0.001, trace.set_span_in_context(trace.INVALID_SPAN))
+            batch.settle()
             if i % 50 == 0:
-                metrics.flush()
+                batch.flush()
 
     pool = [threading.Thread(target=work) for _ in range(threads)]
     for t in pool:
         t.start()
     for t in pool:
         t.join()
-    metrics.flush()
-    assert metrics.pending == 0
+    batch.flush()
+    assert batch.pending == 0
     data = reader.get_metrics_data()
     assert data is not None
     counts = [
@@ -164,7 +186,7 @@ def test_tool_metrics_from_many_threads_are_recorded_once_each(window: float) ->
 
 
 def test_a_step_recorded_after_its_run_ended_is_recorded_at_once(otel: Otel) -> None:
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    rb = _rb(otel, 60)
     recorder = rb.telemetry.run(RunInfo(run_id="late", agent_name="batch"))
     recorder.run_start("late", {})
     recorder.run_finish("late", "success")
@@ -179,11 +201,21 @@ class _BrokenCounter:
 
 
 def test_a_meter_failing_at_the_flush_still_ends_the_run(otel: Otel, caplog: pytest.LogCaptureFixture) -> None:
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, metrics_batch_window=60)
+    rb = _rb(otel, 60)
     rb.telemetry.instruments.steps = _BrokenCounter()  # type: ignore[assignment]
     session = rb.session(agent_name="batch")
     _steps(session, THOUGHTS)
     session.finish()
-    assert len(otel.spans("invoke_agent")) == 1  # the run span ended
+    assert len(otel.spans("invoke_agent")) == 1 and len(otel.spans("chat")) == len(THOUGHTS)  # every span ended
     assert otel.metric_sum("rb.runs.active") == 0 and otel.metric_sum("rb.runs") == 1
     assert "meter failure" in caplog.text  # logged with its traceback, not raised into the agent
+
+
+def test_a_meter_failing_at_the_run_end_still_ends_the_run_span(otel: Otel) -> None:
+    rb = _rb(otel, 60)
+    rb.telemetry.instruments.runs = _BrokenCounter()  # type: ignore[assignment]
+    session = rb.session(agent_name="batch")
+    _steps(session, THOUGHTS)
+    session.finish()
+    assert len(otel.spans("invoke_agent")) == 1 and len(otel.spans("chat")) == len(THOUGHTS)
+    assert otel.metric_sum("rb.runs.active") == 0 and otel.metric_sum("rb.steps") == len(THOUGHTS)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -219,3 +221,29 @@ def test_a_meter_failing_at_the_run_end_still_ends_the_run_span(otel: Otel) -> N
     session.finish()
     assert len(otel.spans("invoke_agent")) == 1 and len(otel.spans("chat")) == len(THOUGHTS)
     assert otel.metric_sum("rb.runs.active") == 0 and otel.metric_sum("rb.steps") == len(THOUGHTS)
+
+
+_EXIT_SCRIPT = """
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from rb_otel import ReasonBlocks
+
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(formatter=lambda s: s.name + "\\n")))
+rb = ReasonBlocks(tracer_provider=provider, meter_provider=MeterProvider(), telemetry_batch_window=3600)
+session = rb.session(agent_name="exit")
+for thought in ("Reading the file.", "Fixing the bug.", "Running the tests."):
+    session.end_step(session.begin_step(thought=thought), tokens=1)
+print("steps done")
+"""
+
+
+def test_what_a_run_in_flight_holds_goes_out_at_interpreter_exit() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    before, _, after = done.stdout.partition("steps done")
+    assert "chat" not in before  # held while the run steps fast
+    assert after.count("chat") == 3  # ended by the exit hook, before the provider shut down

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import threading
 import uuid
@@ -594,6 +595,22 @@ def test_bad_configuration_fails_at_construction() -> None:
         ReasonBlocks(model_routing={"INIT": "openai:gpt-4o"})
     with pytest.raises(TypeError, match="metadata"):
         ReasonBlocks().middleware(metadata=["x"])  # type: ignore[arg-type]
+
+
+def test_hook_signatures_are_precomputed_and_true() -> None:
+    # LangSmith's traceable wrapper calls inspect.signature on each hook at every call; the precomputed one must
+    # be what inspect would compute, on the class and on bound methods alike.
+    mw = ReasonBlocks().middleware()
+    for name in ("wrap_model_call", "awrap_model_call"):
+        hook = getattr(type(mw), name)
+        assert "__signature__" in vars(hook)
+        precomputed = hook.__signature__
+        del hook.__signature__
+        try:
+            assert precomputed == inspect.signature(hook)
+        finally:
+            hook.__signature__ = precomputed
+        assert list(inspect.signature(getattr(mw, name)).parameters) == ["request", "handler"]
 
 
 def test_api_key_never_appears_in_repr() -> None:

@@ -14,6 +14,7 @@ raised by the model or a tool propagate unchanged.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -354,6 +355,14 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 recorder.end_tool(tool)
         except Exception:
             _log.warning("recording the tool call failed; continuing", exc_info=True)
+
+
+# LangChain wraps every ``wrap_*`` hook in LangSmith's ``traceable``, which calls ``inspect.signature`` on the hook
+# at every call, tracing on or off (~25 µs in a tight loop, several times that inside an agent run). A function's
+# ``__signature__`` is what ``inspect.signature`` returns first: computed once here, ~0.5 ms less per 5-call run.
+for _hook in (ReasonBlocksMiddleware.wrap_model_call, ReasonBlocksMiddleware.awrap_model_call):
+    _hook.__signature__ = inspect.signature(_hook)  # type: ignore[union-attr]
+del _hook
 
 
 class _OpenTool:

@@ -23,7 +23,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from rb_otel import ReasonBlocks
 from rb_otel.telemetry import RunInfo
-from rb_otel.telemetry.batch import Batch
+from rb_otel.telemetry.batch import MAX_PENDING, Batch
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.testing import ScriptedChatModel, tool_call
@@ -247,3 +247,15 @@ def test_what_a_run_in_flight_holds_goes_out_at_interpreter_exit() -> None:
     before, _, after = done.stdout.partition("steps done")
     assert "chat" not in before  # held while the run steps fast
     assert after.count("chat") == 3  # ended by the exit hook, before the provider shut down
+
+
+def test_a_long_fast_run_flushes_whenever_its_queue_is_full(otel: Otel) -> None:
+    rb = _rb(otel, 3600)  # the window never expires here: only the size bound can flush
+    session = rb.session(agent_name="batch")
+    steps = 100
+    _steps(session, [f"Step {i}: reading module_{i}.py" for i in range(steps)])
+    held = steps - len(otel.spans("chat"))
+    assert 0 < held < steps  # some went out on the way, the newest still wait
+    assert held * 2 <= MAX_PENDING  # each step queues at least two items (its span end, its rb.steps add)
+    session.finish()
+    assert len(otel.spans("chat")) == steps and otel.metric_sum("rb.steps") == steps

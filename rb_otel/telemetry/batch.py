@@ -23,10 +23,13 @@ from opentelemetry.trace import Span
 
 from rb_otel.telemetry.attributes import Attributes
 
-__all__ = ["DEFAULT_BATCH_WINDOW", "Batch", "end_span"]
+__all__ = ["DEFAULT_BATCH_WINDOW", "MAX_PENDING", "Batch", "end_span"]
 
 #: Seconds a quickly stepping run may hold its finished work before doing it.
 DEFAULT_BATCH_WINDOW = 1.0
+#: Items a run holds at most: a long fast run (a replayed trajectory) flushes this often too, so one burst of
+#: span ends never overflows a ``BatchSpanProcessor`` queue (2,048 by default) and a run's queue stays small.
+MAX_PENDING = 256
 
 _log = logging.getLogger("rb_otel.telemetry")
 
@@ -56,8 +59,8 @@ class Batch:
         self._queue.append((fn, a, b, c))
 
     def settle(self) -> None:
-        """After queueing: do the queue now unless this run already did it within the window."""
-        if time.monotonic() - self._last_flush >= self.window:
+        """After queueing: do the queue now unless this run did it within the window and it is short."""
+        if len(self._queue) >= MAX_PENDING or time.monotonic() - self._last_flush >= self.window:
             self.flush()
 
     def flush(self) -> None:

@@ -135,8 +135,10 @@ class RunRecorder:
     ) -> None:
         """Close the step's live ``chat`` span, or create one from ``entry`` alone, and record metrics.
 
-        ``end_time`` (seconds), ``response``, ``extra`` attributes, ``error_type`` and span ``events`` are for
-        steps built from records (importers); live calls get them from the integration.
+        The span's end and the step's measurements join the run's batch (``batch.py``): done at once unless the
+        run steps faster than its batch window. ``end_time`` (seconds), ``response``, ``extra`` attributes,
+        ``error_type`` and span ``events`` are for steps built from records (importers); live calls get them from
+        the integration.
         """
         try:
             self._step(

@@ -3,6 +3,7 @@ give exactly what the plain definitions give. Each test states the definition as
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import deque
@@ -191,3 +192,39 @@ def test_fsm_trailing_windows_match_their_definition_for_lists_tuples_and_deques
     for seq in (history, tuple(history), deque(history)):
         assert fsm._trailing_all_below(seq, window, threshold) == below
         assert fsm._trailing_all_above(seq, window, threshold) == above
+
+
+def _input_text_by_loads(action_input: str) -> str:
+    """``features._input_text`` as first written, with ``json.loads``."""
+    if action_input.startswith("{"):
+        try:
+            parsed = json.loads(action_input)
+        except ValueError:
+            return action_input
+        if isinstance(parsed, dict):
+            return " ".join(features._value_text(v) for v in parsed.values())
+    return action_input
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400)
+@given(
+    st.dictionaries(st.text(max_size=8), _JSON_VALUES, max_size=4),
+    st.sampled_from(["", " ", "\n\t ", " x", "}", ",", "{", " {}", "\u3000"]),
+    st.integers(min_value=0, max_value=40),
+)
+def test_tool_input_text_matches_json_loads(args: dict[str, object], tail: str, cut: int) -> None:
+    document = json.dumps(args, sort_keys=True, ensure_ascii=False) + tail
+    for candidate in (document, document[: max(len(document) - cut, 1)], document.lower()):
+        assert features._input_text(candidate) == _input_text_by_loads(candidate)
+
+
+@given(st.text(max_size=30).map(lambda t: "{" + t))
+def test_tool_input_text_matches_json_loads_on_any_brace_text(candidate: str) -> None:
+    assert features._input_text(candidate) == _input_text_by_loads(candidate)

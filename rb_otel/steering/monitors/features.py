@@ -60,12 +60,20 @@ _CLAIM = re.compile(r"\b([a-z_][\w.]{2,}+) (?:is|are|was|were)( not|n't)? (?:in 
 _PUNCT = "\"'`.,;:!?()[]{}<>"
 
 
+# ``json.loads`` is ``raw_decode`` plus a check that only JSON whitespace follows; called directly it skips a
+# Python layer, which shows cold, as it runs inside an agent: this function ~73 against ~92 µs (warm 6 against 8).
+_DECODE = json.JSONDecoder().raw_decode
+_JSON_SPACE = " \t\n\r"
+
+
 def _input_text(action_input: str) -> str:
     """The values of a JSON-object input (its keys say nothing about what was asked), else the text."""
     if action_input.startswith("{"):
         try:
-            parsed = json.loads(action_input)
+            parsed, end = _DECODE(action_input)
         except ValueError:
+            return action_input
+        if action_input[end:].strip(_JSON_SPACE):  # extra data: not one JSON document
             return action_input
         if isinstance(parsed, dict):
             return " ".join(_value_text(v) for v in parsed.values())

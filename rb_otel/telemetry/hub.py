@@ -57,7 +57,8 @@ class Telemetry:
             or not math.isfinite(batch_window)
             or batch_window < 0
         ):
-            raise ValueError(f"telemetry_batch_window must be finite seconds >= 0, got {batch_window!r}")
+            # named as ReasonBlocks(telemetry_batch_window=...) calls it, where users set it
+            raise ValueError(f"batch_window (telemetry_batch_window) must be finite seconds >= 0, got {batch_window!r}")
         if not enabled:
             tracer_provider = trace.NoOpTracerProvider()
             meter_provider = metrics.NoOpMeterProvider()

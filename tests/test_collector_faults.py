@@ -129,12 +129,25 @@ def test_agent_survives_collector_absent_killed_and_restarted(
             ids.append(str(run_id))
         return ids
 
+    def until_export_recovers(event: str) -> None:
+        # What the exporter sends while gRPC is still reconnecting (its backoff after failed exports) is dropped:
+        # the SDK's behaviour, and which spans it hits is timing. Run until a run's spans get through again.
+        probes: list[str] = []
+
+        def recovered() -> bool:
+            probes.extend(runs(1))
+            provider.force_flush(10_000)
+            return bool(set(probes) & received_run_ids(received))
+
+        wait_until(recovered, timeout=30, what=f"export to recover after {event}")
+
     absent = runs(3)  # no collector listening yet
     provider.force_flush(10_000)
     assert exporter.dropped > 0
     assert any("span export failed" in r.getMessage() for r in caplog.records)
 
     collector.start()
+    until_export_recovers("the start")
     up = runs(3)
     provider.force_flush(10_000)
     wait_until(lambda: set(up) <= received_run_ids(received), timeout=20, what="spans after start")
@@ -146,6 +159,7 @@ def test_agent_survives_collector_absent_killed_and_restarted(
     provider.force_flush(10_000)
 
     collector.start()
+    until_export_recovers("the restart")
     after = runs(3)
     provider.force_flush(10_000)
     wait_until(lambda: set(after) <= received_run_ids(received), timeout=20, what="spans after the restart")

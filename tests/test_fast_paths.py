@@ -8,6 +8,7 @@ import math
 import re
 from collections import deque
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,12 +52,32 @@ def test_quoted_strings_regex_matches_the_plain_pattern(raw: str) -> None:
     assert scoring._QUOTED.findall(raw) == re.findall(plain, raw)
 
 
-@settings(max_examples=500, deadline=None)
-@given(st.lists(st.sampled_from(["is", "are", "was", "were", "not", "n't", "the", "in", "foo", "x.y", "_a", " ", "."])))
-def test_claim_regex_matches_the_plain_pattern(parts: list[str]) -> None:
-    raw = " ".join(parts) + " " + "".join(parts)
-    plain = r"\b([a-z_][\w.]{2,}) (?:is|are|was|were)( not|n't)? (?:in |the |a |an |at )*([a-z_][\w.]{2,})"
-    assert features._CLAIM.findall(raw) == re.findall(plain, raw)
+CLAIM_PLAIN = r"\b([a-z_][\w.]{2,}) (?:is|are|was|were)( not|n't)? (?:in |the |a |an |at )*([a-z_][\w.]{2,})"
+claim_parts = st.sampled_from(
+    ["is", "are", "was", "were", "not", "n't", "the", "in", "foo", "x.y", "_a", "3a", " ", ".", "(", "é", "²", "\t"]
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(claim_parts), st.sampled_from([" ", ""]))
+def test_claims_are_the_plain_patterns_matches(parts: list[str], sep: str) -> None:
+    raw = sep.join(parts) + " " + "".join(parts)  # dense in verbs: overlapping and adjacent candidate claims
+    assert features._claim_matches(raw) == re.findall(CLAIM_PLAIN, raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_claims_in_any_text_are_the_plain_patterns_matches(raw: str) -> None:
+    assert features._claim_matches(raw) == re.findall(CLAIM_PLAIN, raw)
+
+
+def test_claims_in_real_thoughts() -> None:
+    thought = "the handler is not the cause; numpy_handler.py is fine and pixel_data was missing."
+    assert features._claims(thought) == {
+        ("handler", "cause", True),
+        ("numpy_handler.py", "fine", False),
+        ("pixel_data", "missing", False),  # a trailing "." is not part of the predicate
+    }
 
 
 @settings(max_examples=300, deadline=None)
@@ -228,3 +249,46 @@ def test_tool_input_text_matches_json_loads(args: dict[str, object], tail: str, 
 @given(st.text(max_size=30).map(lambda t: "{" + t))
 def test_tool_input_text_matches_json_loads_on_any_brace_text(candidate: str) -> None:
     assert features._input_text(candidate) == _input_text_by_loads(candidate)
+
+
+DONE_PLAIN = (
+    r"\b(?:done|fixed|complete[d]?|finished|resolved|should (?:now )?work|final answer|task is complete|"
+    r"submit(?:ting)?|all set)\b"
+)
+phrase_texts = st.lists(
+    st.sampled_from(["done", "done.", "(fixed)", "should", "now", "work", "work,", "all", "set", "final", "answer",
+                     "completed", "x", "done-ish", "re-read", "step", "back", "once", "again", "as", "i", "said"]),
+    max_size=12,
+).map(" ".join)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(phrase_texts)
+def test_declared_done_is_a_match_of_the_plain_pattern(raw: str) -> None:
+    tokens = text.tokens(raw + "")
+    found = features._DONE.found(frozenset(tokens.words), tokens.lowered)
+    if found:  # never a declaration the plain pattern would not find
+        assert re.search(DONE_PLAIN, tokens.lowered)
+    # and every whole-token word or phrase is found (only a word glued to another by "-" or "/" may be missed)
+    if re.search(DONE_PLAIN, tokens.lowered) and "-" not in raw:
+        assert found
+
+
+@pytest.mark.parametrize(
+    ("thought", "done", "recap"),
+    [
+        ("I'm done.", True, False),
+        ("The fix should now work, let me check all files", True, False),
+        ("Should I check all of the other files?", False, False),
+        ("All set: submitting", True, False),
+        ("Let me step back and re-read the issue", False, True),
+        ("One step at a time; back to the handler", False, False),  # the gate opens, the regex says no
+        ("As I said, the cache is stale", False, True),
+        ("Going over the code once more", False, False),
+    ],
+)
+def test_done_and_recap_phrases(thought: str, done: bool, recap: bool) -> None:
+    tokens = text.tokens(thought)
+    present = frozenset(tokens.words)
+    assert features._DONE.found(present, tokens.lowered) is done
+    assert features._RECAP.found(present, tokens.lowered) is recap

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import chain
 from typing import NamedTuple, TypeVar
 
 __all__ = ["Memo", "Tokens", "content_words", "jaccard", "names_a_path", "stem", "tokens"]
@@ -137,7 +138,7 @@ def content_words(text: str) -> frozenset[str]:
         text = text[:MAX_TEXT_CHARS]
     cached_text, cached = _LAST.entry
     words = cached.words if cached_text is text else _split(text.lower())  # the scorer usually tokenised it
-    return frozenset().union(*map(_TOKEN_STEMS.__getitem__, words))
+    return frozenset(chain.from_iterable(map(_TOKEN_STEMS.__getitem__, words)))
 
 
 _DOTTED = re.compile(r"[a-z_][\w-]*(?:\.\w+)+")

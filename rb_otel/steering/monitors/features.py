@@ -11,6 +11,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, names_a_path, tokens
 from rb_otel.types import StepRecord
@@ -28,35 +29,63 @@ _TEST_INPUT = re.compile(r"\b(?:pytest|unittest|tox|nox|npm (?:run )?test|cargo 
 _TEST_KEYS = ("pytest", "unittest", "tox", "nox", "test", "jest")
 # Substrings, not words: "KeyError" and "errors" count too. Cheap on long observations.
 _ERROR_KEYS = ("error", "exception", "traceback", "failed", "failure", "fatal")
-# Word gates: a phrase regex below runs only on thoughts holding one of its words (a C-speed set test).
-_DONE_GATE = frozenset("done fixed complete completed finished resolved should final submit submitting all".split())
-_RECAP_GATE = frozenset(
-    "summarize summarise summary recap step back re-read reread again over said mentioned reiterate re-derive "
-    "rederive rethink re-think".split()
+
+
+# Declarations of being done and recaps: a word that counts on its own when it is a whole token (``done``, ``recap``;
+# stripped punctuation around it keeps the regex's ``\b`` true, so no regex is needed), or a phrase, looked for with
+# its regex only when its gate words are all tokens: most thoughts hold "should" or "all", few "should" and "work".
+class _Phrases(NamedTuple):
+    """``words`` count when one is a token; ``regex`` runs when one gate of ``gates`` has all its words as tokens."""
+
+    words: frozenset[str]
+    gates: tuple[frozenset[str], ...]
+    regex: re.Pattern[str]
+
+    def found(self, present: frozenset[str], lowered: str) -> bool:
+        if not present.isdisjoint(self.words):
+            return True
+        for gate in self.gates:
+            if gate <= present:
+                return self.regex.search(lowered) is not None
+        return False
+
+
+def _phrases(words: str, gates: str, regex: str) -> _Phrases:
+    return _Phrases(frozenset(words.split()), tuple(frozenset(g.split("+")) for g in gates.split()), re.compile(regex))
+
+
+_DONE = _phrases(
+    "done fixed complete completed finished resolved submit submitting",
+    "should+work final+answer all+set",
+    r"\b(?:should (?:now )?work|final answer|all set)\b",
 )
+_RECAP = _phrases(
+    "recap reread re-read",
+    "summarize summarise summary step+back going+back once+again start+over said mentioned reiterate rederive "
+    "re-derive rethink re-think",
+    r"\b(?:to summari[sz]e|in summary|let me summari[sz]e|step back|going back|once again|start over|as i said|"
+    r"as mentioned|to reiterate|let me re-?derive|let me re-?think)\b",
+)
+# Word gates: a phrase regex below runs only on thoughts holding one of its words (a C-speed set test).
 _SWITCH_GATE = frozenset("instead switching moving approach plan".split())
 _RETRACTION_GATE = frozenset(
     "wrong mind nevermind disregard scratch actually incorrect misread mistake contrary cause right".split()
 )
 _CLAIM_GATE = frozenset("is are was were isn't aren't wasn't weren't".split())
-_DONE = re.compile(
-    r"\b(?:done|fixed|complete[d]?|finished|resolved|should (?:now )?work|final answer|task is complete|"
-    r"submit(?:ting)?|all set)\b"
-)
-_RECAP = re.compile(
-    r"\b(?:to summari[sz]e|in summary|let me summari[sz]e|recap|step back|going back|re-?read|once again|"
-    r"start over|as i said|as mentioned|to reiterate|let me re-?derive|let me re-?think)\b"
-)
 _ANNOUNCED_SWITCH = re.compile(r"\b(?:instead|switching|moving on|new approach|different approach|change of plan)\b")
 _RETRACTION = re.compile(
     r"\b(?:i was wrong|that was wrong|never ?mind|disregard (?:that|this|my)|scratch that|actually,? no|"
     r"that(?:'s| is) (?:not right|incorrect|wrong)|i misread|my mistake|contrary to what i|is actually not|"
     r"isn't actually|not the cause after all)\b"
 )
-# "<subject> is [not] <predicate>": the claims claim_contradiction compares across steps.
-# The subject is matched possessively (``{2,}+``): it must be followed by a space, which ``[\w.]`` never matches,
-# so giving characters back could not help and backtracking is skipped (the same matches, ~1.6x faster).
-_CLAIM = re.compile(r"\b([a-z_][\w.]{2,}+) (?:is|are|was|were)( not|n't)? (?:in |the |a |an |at )*([a-z_][\w.]{2,})")
+# "<subject> is [not] <predicate>": the claims claim_contradiction compares across steps. The plain pattern is
+# ``\b([a-z_][\w.]{2,}) (?:is|are|was|were)( not|n't)? (?:in |the |a |an |at )*([a-z_][\w.]{2,})``; run as it is,
+# it is tried at every letter of the thought. Instead, _CLAIM_TAIL finds the verb and what follows it (it starts
+# with a space, which the regex engine scans for at C speed), and _SUBJECT the subject that must end right before
+# it: the plain pattern's matches exactly (property-tested), ~2.4x faster.
+_CLAIM_TAIL = re.compile(r" (?:is|are|was|were)( not|n't)? (?:in |the |a |an |at )*([a-z_][\w.]{2,})")
+# The subject is matched possessively (``{2,}+``): giving characters back could not help, so backtracking is skipped.
+_SUBJECT = re.compile(r"\b[a-z_][\w.]{2,}+\Z")
 _PUNCT = "\"'`.,;:!?()[]{}<>"
 
 
@@ -96,8 +125,24 @@ def _has_any(text: str, keys: tuple[str, ...]) -> bool:
     return False
 
 
+def _claim_matches(thought: str) -> list[tuple[str, str, str]]:
+    """What ``re.findall`` of the plain claim pattern gives: ``(subject, " not" | "n't" | "", predicate)``."""
+    found = []
+    pos = taken = 0  # where the next search starts; the end of the last match (matches do not overlap)
+    while (tail := _CLAIM_TAIL.search(thought, pos)) is not None:
+        verb_at = tail.start()
+        # ``endpos`` makes ``\Z`` mean "right before the verb"; ``\b`` still sees the character before ``pos``.
+        subject = _SUBJECT.search(thought, max(taken, thought.rfind(" ", 0, verb_at) + 1), verb_at)
+        if subject is None:
+            pos = verb_at + 1  # the predicate may yet be the next claim's subject
+            continue
+        found.append((subject.group(), tail.group(1) or "", tail.group(2)))
+        pos = taken = tail.end()
+    return found
+
+
 def _claims(thought: str) -> frozenset[tuple[str, str, bool]]:
-    return frozenset((subj.rstrip("."), pred.rstrip("."), bool(neg)) for subj, neg, pred in _CLAIM.findall(thought))
+    return frozenset((subj.rstrip("."), pred.rstrip("."), bool(neg)) for subj, neg, pred in _claim_matches(thought))
 
 
 _NO_PATHS: frozenset[str] = frozenset()
@@ -118,8 +163,11 @@ def _paths(text: str) -> frozenset[str]:
     return frozenset(filter(None, map(_PATH_OF.__getitem__, text.split())))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepFeatures:
+    """What the monitors read of one step; read-only by convention (not ``frozen``: that makes it ~4x dearer to build,
+    and it is built once per step; slots keep field reads as fast as they get, which the monitors do often)."""
+
     action: str
     thought_words: frozenset[str]
     input_words: frozenset[str]
@@ -148,8 +196,8 @@ def _compute(record: StepRecord) -> StepFeatures:
         thought_words=content_words(text),
         input_words=content_words(_input_text(action_input)),
         paths=_paths(action_input),
-        declares_done=not present.isdisjoint(_DONE_GATE) and bool(_DONE.search(thought)),
-        recaps=not present.isdisjoint(_RECAP_GATE) and bool(_RECAP.search(thought)),
+        declares_done=_DONE.found(present, thought),
+        recaps=_RECAP.found(present, thought),
         announces_switch=not present.isdisjoint(_SWITCH_GATE) and bool(_ANNOUNCED_SWITCH.search(thought)),
         retractions=len(_RETRACTION.findall(thought)) if not present.isdisjoint(_RETRACTION_GATE) else 0,
         claims=_claims(thought) if not present.isdisjoint(_CLAIM_GATE) else frozenset(),

@@ -677,3 +677,28 @@ def test_ttl_sweep_closes_runs_nobody_finished(otel: Otel) -> None:
     assert mw.active_runs == 0
     assert outcome(otel)[0] == "failure: expired"
     assert otel.metric_sum("rb.runs.active") == 0
+
+
+def test_a_finished_run_leaves_no_reference_cycles(otel: Otel) -> None:
+    # A run's objects (recorder, batch, metrics, spans, session) must be freed by reference counting when the run
+    # ends: in a cycle, only the garbage collector frees them, and the run span with its attributes waits with them.
+    import gc
+
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, _ = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    agent.invoke({"messages": [("user", "1+2+3+4+5")]})  # warm-up: process-wide caches fill here
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(3):
+            agent.invoke({"messages": [("user", "1+2+3+4+5")]})
+        gc.collect()
+        cyclic = [type(o) for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    ours = sorted(
+        {f"{t.__module__}.{t.__qualname__}" for t in cyclic if t.__module__.startswith(("rb_otel", "opentelemetry"))}
+    )
+    assert ours == []
+    check_tree(otel, runs=4)

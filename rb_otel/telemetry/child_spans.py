@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -24,7 +24,9 @@ __all__ = ["ChildSpans"]
 
 
 class ChildSpans:
-    """Opens and closes one run's tool and remote-call spans under ``parent()`` (the run span's context).
+    """Opens and closes one run's tool and remote-call spans under the ``parent`` context each call is given (the
+    run span's; passed per call, not held: a reference back to the recorder would make the two a reference cycle,
+    which only the garbage collector frees, with the run span and its attributes inside).
 
     Tool calls may run in parallel threads; the set of open ones is lock-guarded so a run that ends can close
     whatever is still open (``abandon_tools``).
@@ -36,24 +38,24 @@ class ChildSpans:
         content: ContentPolicy,
         metrics: RunMetrics,
         batch: Batch,
-        parent: Callable[[], otel_context.Context],
     ) -> None:
         self._tracer = tracer
         self._content = content
         self._metrics = metrics
         self._batch = batch
-        self._parent = parent
         self._tools: set[ToolCall] = set()
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def remote_call(self, operation: str, *, step: int, tier: str | None, server: str) -> Iterator[CallNote]:
+    def remote_call(
+        self, operation: str, *, parent: otel_context.Context, step: int, tier: str | None, server: str
+    ) -> Iterator[CallNote]:
         """A ``rb.monitors.evaluate`` / ``rb.etraces.retrieve`` span around one rb-api call."""
         name = n.SPAN_MONITORS_EVALUATE if operation == OP_MONITORS_EVALUATE else n.SPAN_ETRACES_RETRIEVE
         attrs: Attributes = {n.RB_STEP: step, n.SERVER_ADDRESS: server}
         if tier:
             attrs[n.RB_ETRACE_TIER] = tier
-        span = self._tracer.start_span(name, context=self._parent(), kind=SpanKind.CLIENT, attributes=attrs)
+        span = self._tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attrs)
         note = CallNote()
         try:
             yield note
@@ -66,7 +68,14 @@ class ChildSpans:
             span.end()
 
     def start_tool(
-        self, *, step: int, name: str, call_id: str, arguments: Any = None, start_time: float | None = None
+        self,
+        *,
+        parent: otel_context.Context,
+        step: int,
+        name: str,
+        call_id: str,
+        arguments: Any = None,
+        start_time: float | None = None,
     ) -> ToolCall:
         attrs: Attributes = {
             n.GEN_AI_OPERATION_NAME: n.OP_EXECUTE_TOOL,
@@ -80,7 +89,7 @@ class ChildSpans:
             attrs[n.GEN_AI_TOOL_CALL_ARGUMENTS] = self._content.text(arguments)
         span = self._tracer.start_span(
             f"{n.OP_EXECUTE_TOOL} {name}",
-            context=self._parent(),
+            context=parent,
             kind=SpanKind.INTERNAL,
             attributes=attrs,
             start_time=None if start_time is None else ns(start_time),

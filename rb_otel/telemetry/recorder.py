@@ -74,7 +74,7 @@ class RunRecorder:
         self._started_wall = 0.0
         self._finished = False
         self._live: dict[int, LiveChat] = {}
-        self._children = ChildSpans(tracer, content, self._metrics, self._batch, lambda: self.context)
+        self._children = ChildSpans(tracer, content, self._metrics, self._batch)
         # run summary
         self.state = FSMState.INIT
         self.max_state = FSMState.INIT
@@ -233,7 +233,7 @@ class RunRecorder:
         self, operation: str, *, step: int, tier: str | None, server: str
     ) -> contextlib.AbstractContextManager[CallNote]:
         """A ``rb.monitors.evaluate`` / ``rb.etraces.retrieve`` span around one rb-api call."""
-        return self._children.remote_call(operation, step=step, tier=tier, server=server)
+        return self._children.remote_call(operation, parent=self.context, step=step, tier=tier, server=server)
 
     # -- tools -------------------------------------------------------------------------------------------
 
@@ -241,7 +241,7 @@ class RunRecorder:
         self, *, step: int, name: str, call_id: str, arguments: Any = None, start_time: float | None = None
     ) -> ToolCall:
         return self._children.start_tool(
-            step=step, name=name, call_id=call_id, arguments=arguments, start_time=start_time
+            parent=self.context, step=step, name=name, call_id=call_id, arguments=arguments, start_time=start_time
         )
 
     def end_tool(

@@ -5,8 +5,9 @@ Each scorer reads the trailing window of ``StepRecord`` features (newest last) a
 
 * ``semantic_loop``: the newest action repeats at least two of the previous 12 actions of the same tool with
   paraphrased input (stemmed-word Jaccard >= 0.6 over the input's values). ``min(repeats / 3, 1)``.
-* ``verification_skip``: the agent declares it is done (or calls a submit tool) after an edit with no test or
-  read since that edit (0.9); 0.3 when four or more steps passed since an unverified edit.
+* ``verification_skip``: the agent declares it is done (a whole word such as "done", "fixed", "completed" or a
+  phrase such as "should now work", "all set"), or calls a submit tool, after an edit with no test or read since
+  that edit (0.9); 0.3 when four or more steps passed since an unverified edit.
 * ``cyclic_compression``: re-summarising ("to summarize", "let me recap", "step back", ...) or a thought that
   restates one of the previous five (Jaccard >= 0.6) without new action; ``min(cycles / 3, 1)`` over 6 steps.
 * ``late_sprawl``: with >= 9 actions in the window, tools and paths that first appear in its last third:

@@ -292,3 +292,19 @@ def test_done_and_recap_phrases(thought: str, done: bool, recap: bool) -> None:
     present = frozenset(tokens.words)
     assert features._DONE.found(present, tokens.lowered) is done
     assert features._RECAP.found(present, tokens.lowered) is recap
+
+
+@pytest.mark.parametrize(
+    ("thought", "switch"),
+    [
+        ("Instead, let me grep for the handler.", True),
+        ("Switching to the numpy handler", True),
+        ("Moving on to the tests", True),
+        ("Time for a different approach: bisect", True),
+        ("The cursor is moving; the plan is on track", False),  # gate words present, no phrase
+        ("A change of plan", True),
+    ],
+)
+def test_announced_switch_phrases(thought: str, switch: bool) -> None:
+    tokens = text.tokens(thought)
+    assert features._SWITCH.found(frozenset(tokens.words), tokens.lowered) is switch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import math
 import threading
 import weakref
@@ -22,7 +23,6 @@ INSTRUMENTATION_NAME = "rb_otel"
 
 _BATCHING: weakref.WeakSet[Telemetry] = weakref.WeakSet()
 _BATCHING_LOCK = threading.Lock()
-_exit_hook: list[bool] = []  # [True] once registered
 
 
 def _flush_at_exit() -> None:
@@ -32,6 +32,11 @@ def _flush_at_exit() -> None:
         hubs = list(_BATCHING)
     for hub in hubs:
         hub.flush()
+
+
+@functools.cache
+def _register_exit_hook() -> None:
+    atexit.register(_flush_at_exit)
 
 
 class Telemetry:
@@ -91,10 +96,8 @@ class Telemetry:
         return recorder
 
     def _watch_exit(self) -> None:
-        with _BATCHING_LOCK:
-            if not _exit_hook:
-                atexit.register(_flush_at_exit)
-                _exit_hook.append(True)
+        with _BATCHING_LOCK:  # functools.cache alone may run it twice under a race
+            _register_exit_hook()
             _BATCHING.add(self)
 
     def flush(self) -> None:

@@ -31,9 +31,10 @@ _TEST_KEYS = ("pytest", "unittest", "tox", "nox", "test", "jest")
 _ERROR_KEYS = ("error", "exception", "traceback", "failed", "failure", "fatal")
 
 
-# Declarations of being done and recaps: a word that counts on its own when it is a whole token (``done``, ``recap``;
-# stripped punctuation around it keeps the regex's ``\b`` true, so no regex is needed), or a phrase, looked for with
-# its regex only when its gate words are all tokens: most thoughts hold "should" or "all", few "should" and "work".
+# Declaring done, recapping, announcing a switch: a word that counts on its own when it is a whole token (``done``,
+# ``recap``, ``instead``; stripped punctuation around it keeps the regex's ``\b`` true, so no regex is needed), or a
+# phrase, looked for with its regex only when its gate words are all tokens: most thoughts hold "should" or "all",
+# few "should" and "work".
 class _Phrases(NamedTuple):
     """``words`` count when one is a token; ``regex`` runs when one gate of ``gates`` has all its words as tokens."""
 
@@ -66,13 +67,16 @@ _RECAP = _phrases(
     r"\b(?:to summari[sz]e|in summary|let me summari[sz]e|step back|going back|once again|start over|as i said|"
     r"as mentioned|to reiterate|let me re-?derive|let me re-?think)\b",
 )
-# Word gates: a phrase regex below runs only on thoughts holding one of its words (a C-speed set test).
-_SWITCH_GATE = frozenset("instead switching moving approach plan".split())
+_SWITCH = _phrases(
+    "instead switching",
+    "moving+on new+approach different+approach change+plan",
+    r"\b(?:moving on|new approach|different approach|change of plan)\b",
+)
+# Word gates: the regexes below run only on thoughts holding one of their words (a C-speed set test).
 _RETRACTION_GATE = frozenset(
     "wrong mind nevermind disregard scratch actually incorrect misread mistake contrary cause right".split()
 )
 _CLAIM_GATE = frozenset("is are was were isn't aren't wasn't weren't".split())
-_ANNOUNCED_SWITCH = re.compile(r"\b(?:instead|switching|moving on|new approach|different approach|change of plan)\b")
 _RETRACTION = re.compile(
     r"\b(?:i was wrong|that was wrong|never ?mind|disregard (?:that|this|my)|scratch that|actually,? no|"
     r"that(?:'s| is) (?:not right|incorrect|wrong)|i misread|my mistake|contrary to what i|is actually not|"
@@ -198,7 +202,7 @@ def _compute(record: StepRecord) -> StepFeatures:
         paths=_paths(action_input),
         declares_done=_DONE.found(present, thought),
         recaps=_RECAP.found(present, thought),
-        announces_switch=not present.isdisjoint(_SWITCH_GATE) and bool(_ANNOUNCED_SWITCH.search(thought)),
+        announces_switch=_SWITCH.found(present, thought),
         retractions=len(_RETRACTION.findall(thought)) if not present.isdisjoint(_RETRACTION_GATE) else 0,
         claims=_claims(thought) if not present.isdisjoint(_CLAIM_GATE) else frozenset(),
         is_edit=action in EDIT_TOOLS,

@@ -3,6 +3,7 @@ give exactly what the plain definitions give. Each test states the definition as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -153,18 +154,58 @@ steps = st.builds(
 )
 
 
+def _reference_late_sprawl(window: list[StepFeatures]) -> float:
+    acting = [f for f in window if f.action]
+    if len(acting) < 9:
+        return 0.0
+    cut = len(acting) * 2 // 3
+    new_tools = {f.action for f in acting[cut:]} - {f.action for f in acting[:cut]}
+    new_paths = set().union(*(f.paths for f in acting[cut:])) - set().union(*(f.paths for f in acting[:cut]))
+    return min((len(new_tools) + len(new_paths) / 2.0) / 3.0, 1.0)
+
+
+def _reference_cyclic_compression(window: list[StepFeatures]) -> float:
+    recent = window[-6:]
+    cycles = sum(1 for f in recent if f.recaps)
+    for i, current in enumerate(recent):
+        if len(current.thought_words) >= 5 and any(
+            (e.action, e.input_words) == (current.action, current.input_words)
+            and len(current.thought_words & e.thought_words) / len(current.thought_words | e.thought_words) >= 0.6
+            for e in recent[max(0, i - 5) : i]
+        ):
+            cycles += 1
+    return min(cycles / 3.0, 1.0)
+
+
+wide_sets = st.frozensets(st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h", "i"]), max_size=8)
+run_steps = st.builds(
+    lambda action, paths, thought, inp, recaps: dataclasses.replace(
+        _feature(action, paths, thought=thought, input=inp), recaps=recaps
+    ),
+    st.sampled_from(["", "open", "edit", "python"]),
+    st.frozensets(st.sampled_from(["a.py", "b/c", "d.txt"]), max_size=2),
+    wide_sets,
+    st.sampled_from([frozenset(), frozenset("a"), frozenset("ab")]),
+    st.booleans(),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(run_steps, min_size=1, max_size=40))
+def test_linked_scorers_match_their_whole_window_definitions_at_every_step(run: list[StepFeatures]) -> None:
+    # The scorers read links to earlier steps (set once per step); the definitions compare the window's steps
+    # pairwise. Every step's window is a suffix of the linked run, as the backend passes it.
+    features.linked(run)
+    for end in range(1, len(run) + 1):
+        window = run[max(0, end - 24) : end]
+        assert v1.late_sprawl(window, frozenset()) == _reference_late_sprawl(window)
+        assert v1.cyclic_compression(window, frozenset()) == _reference_cyclic_compression(window)
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(steps, min_size=1, max_size=24), small_sets)
 def test_late_sprawl_and_topic_drift_match_their_definitions(window: list[StepFeatures], task: frozenset[str]) -> None:
-    acting = [f for f in window if f.action]
-    if len(acting) < 9:
-        sprawl = 0.0
-    else:
-        cut = len(acting) * 2 // 3
-        new_tools = {f.action for f in acting[cut:]} - {f.action for f in acting[:cut]}
-        new_paths = set().union(*(f.paths for f in acting[cut:])) - set().union(*(f.paths for f in acting[:cut]))
-        sprawl = min((len(new_tools) + len(new_paths) / 2.0) / 3.0, 1.0)
-    assert v1.late_sprawl(window, task) == sprawl
+    assert v1.late_sprawl(features.linked(window), task) == _reference_late_sprawl(window)
 
     drift = 0.0
     anchor = task or (window[0].thought_words | window[1].thought_words if len(window) > 1 else frozenset())

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, names_a_path, tokens
+from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, jaccard, names_a_path, tokens
 from rb_otel.types import StepRecord
 
 __all__ = ["EDIT_TOOLS", "FeatureCache", "StepFeatures"]
@@ -186,6 +186,15 @@ class StepFeatures:
     is_read: bool
     is_submit: bool
     is_error: bool
+    # Links to earlier steps of the run, set by :class:`RunLinks` as the step joins the run, so a scorer reads in
+    # O(1) what it would otherwise recompute across its whole window at every step (0 and () mean "none").
+    #: Steps back (1-5) to the nearest step with the same action and input whose thought this one restates
+    #: (stemmed-word Jaccard >= 0.6, this thought having at least 5 words).
+    restates: int = 0
+    #: For an acting step: steps back to the previous acting step with the same action.
+    tool_gap: int = 0
+    #: For an acting step, one per path: steps back to the previous acting step that named the path.
+    path_gaps: tuple[int, ...] = ()
 
 
 def _compute(record: StepRecord) -> StepFeatures:
@@ -213,29 +222,86 @@ def _compute(record: StepRecord) -> StepFeatures:
     )
 
 
-class RunFeatures:
-    """Features of one run's steps, extended incrementally as the run grows.
+#: How far back a thought may restate an earlier one (``cyclic_compression`` reads the last six steps).
+RESTATE_REACH = 5
 
-    A step's observation may be attached after it was first evaluated (``end_step(observation=...)``), so the
-    newest two steps are re-checked by observation identity on every call.
+
+class RunLinks:
+    """Sets each new step's links (``restates``, ``tool_gap``, ``path_gaps``) from the steps before it.
+
+    Steps are linked in run order, each once; the last position of every action and path is kept per run.
     """
 
-    __slots__ = ("features", "observations", "steps")
+    __slots__ = ("_last_path", "_last_tool")
+
+    def __init__(self) -> None:
+        self._last_tool: dict[str, int] = {}
+        self._last_path: dict[str, int] = {}
+
+    def link(self, feats: list[StepFeatures], i: int) -> None:
+        """Link ``feats[i]``, the step after ``feats[:i]`` (all linked already)."""
+        f = feats[i]
+        if len(f.thought_words) >= 5:
+            for back in range(1, min(RESTATE_REACH, i) + 1):
+                earlier = feats[i - back]
+                if (
+                    earlier.action == f.action
+                    and earlier.input_words == f.input_words
+                    and jaccard(f.thought_words, earlier.thought_words) >= 0.6
+                ):
+                    f.restates = back
+                    break
+        if not f.action:
+            return
+        last = self._last_tool.get(f.action)
+        f.tool_gap = 0 if last is None else i - last
+        self._last_tool[f.action] = i
+        if f.paths:
+            last_path = self._last_path
+            gaps = []
+            for path in f.paths:
+                last = last_path.get(path)
+                gaps.append(0 if last is None else i - last)
+                last_path[path] = i
+            f.path_gaps = tuple(gaps)
+
+
+def linked(feats: list[StepFeatures]) -> list[StepFeatures]:
+    """Link ``feats`` as the steps of one run, in order (in place); returns it."""
+    links = RunLinks()
+    for i in range(len(feats)):
+        links.link(feats, i)
+    return feats
+
+
+class RunFeatures:
+    """Features of one run's steps, extended (and linked) incrementally as the run grows.
+
+    A step's observation may be attached after it was first evaluated (``end_step(observation=...)``), so the
+    newest two steps are re-checked by observation identity on every call; a recomputed step keeps its links (an
+    observation changes none of what they are made of).
+    """
+
+    __slots__ = ("features", "links", "observations", "steps")
 
     def __init__(self, steps: Sequence[StepRecord]) -> None:
         self.steps = steps
         self.features: list[StepFeatures] = []
         self.observations: list[str | None] = []
+        self.links = RunLinks()
 
     def update(self) -> list[StepFeatures]:
         steps, feats, observations = self.steps, self.features, self.observations
         for i in range(max(len(feats) - 2, 0), len(feats)):
             if steps[i].observation is not observations[i]:
-                feats[i] = _compute(steps[i])
+                old, new = feats[i], _compute(steps[i])
+                new.restates, new.tool_gap, new.path_gaps = old.restates, old.tool_gap, old.path_gaps
+                feats[i] = new
                 observations[i] = steps[i].observation
         for i in range(len(feats), len(steps)):
             feats.append(_compute(steps[i]))
             observations.append(steps[i].observation)
+            self.links.link(feats, i)
         return feats
 
 

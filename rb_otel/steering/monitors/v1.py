@@ -1,7 +1,8 @@
 """Our deterministic heuristics for the six v1 monitor names (spec 5.3, 5.6; the algorithms are ours).
 
-Each scorer reads the trailing window of ``StepRecord`` features (newest last) and returns a score in [0, 1],
-1 = worst. They are cheap (set operations on cached features) and fire, with the default threshold 0.6, on:
+Each scorer reads the trailing window of ``StepRecord`` features (newest last; a suffix of the run's features,
+linked to earlier steps by ``features.RunLinks``) and returns a score in [0, 1], 1 = worst. They are cheap (set
+operations on cached features and links) and fire, with the default threshold 0.6, on:
 
 * ``semantic_loop``: the newest action repeats at least two of the previous 12 actions of the same tool with
   paraphrased input (stemmed-word Jaccard >= 0.6 over the input's values). ``min(repeats / 3, 1)``.
@@ -64,31 +65,31 @@ def verification_skip(window: Sequence[StepFeatures], task_words: frozenset[str]
 
 def cyclic_compression(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
     recent = window[-6:]
-    cycles = sum(1 for f in recent if f.recaps)
-    keys = [(f.action, f.input_words) for f in recent]
-    if len(set(keys)) < len(keys):  # only a step repeating an earlier action can restate its thought
-        for i in range(1, len(recent)):
-            current = recent[i]
-            if len(current.thought_words) < 5:
-                continue
-            for j in range(max(0, i - 5), i):
-                if keys[j] == keys[i] and jaccard(current.thought_words, recent[j].thought_words) >= 0.6:
-                    cycles += 1
-                    break
+    cycles = 0
+    for i, f in enumerate(recent):
+        cycles += f.recaps
+        if 0 < f.restates <= i:  # the step it restates is within the last six too
+            cycles += 1
     return min(cycles / 3.0, 1.0)
 
 
 def late_sprawl(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:
-    acting = [f for f in window if f.action]
+    acting = [i for i, f in enumerate(window) if f.action]
     if len(acting) < 9:
         return 0.0
-    cut = len(acting) * 2 // 3
-    early, late = acting[:cut], acting[cut:]
-    new_tools = {f.action for f in late}.difference([f.action for f in early])
-    new_paths = set().union(*[f.paths for f in late])
-    if new_paths:  # most steps touch no path: skip the early union then
-        new_paths.difference_update(*[f.paths for f in early])
-    return min((len(new_tools) + len(new_paths) / 2.0) / 3.0, 1.0)
+    first = acting[0]
+    new_tools = new_paths = 0
+    # A tool (path) is new in the last third when none of the window's acting steps before its first use there
+    # used it: the link to its previous use points before the window's first acting step, or nowhere.
+    for i in acting[len(acting) * 2 // 3 :]:
+        f = window[i]
+        reach = i - first
+        if not f.tool_gap or f.tool_gap > reach:
+            new_tools += 1
+        for gap in f.path_gaps:
+            if not gap or gap > reach:
+                new_paths += 1
+    return min((new_tools + new_paths / 2.0) / 3.0, 1.0)
 
 
 def silent_topic_drift(window: Sequence[StepFeatures], task_words: frozenset[str]) -> float:

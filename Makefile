@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: demo test lint typecheck unit bench bench-scale bench-memory profile wheel clean
+.PHONY: demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,12 +31,17 @@ unit: $(STAMP)
 	@$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
-## bench: steering core, middleware overhead, and rb-otel vs peers in fresh processes (numbers, not assertions)
+## bench: steering core, middleware overhead, floors, and rb-otel vs peers in fresh processes (numbers, not assertions)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_steering.py
 	$(BIN)/python benchmarks/bench_middleware.py
+	$(BIN)/python benchmarks/bench_floors.py
 	$(BIN)/python benchmarks/bench_export.py
 	$(BIN)/python benchmarks/compare.py
+
+## bench-floors: what the framework and the OpenTelemetry SDK cost before any steering
+bench-floors: $(STAMP)
+	$(BIN)/python benchmarks/bench_floors.py
 
 ## bench-scale: 1,000 runs on up to 1,000 threads through one middleware (throughput, isolation)
 bench-scale: $(STAMP)

@@ -16,7 +16,7 @@ Then the SDK alone, without rb-otel or an agent: ``chat``-shaped spans (the cont
 ended as fast as one thread can, through a ``BatchSpanProcessor`` into an exporter that drops them.
 Numbers, not assertions.
 
-    python benchmarks/bench_floors.py [--runs 150] [--json FILE]
+    python benchmarks/bench_floors.py [--runs 150] [--seconds 3] [--json FILE]
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _one(agent: Any, switch: ContextVar[RunEndGuard | None], with_guard: bool) -
         switch.reset(token)
 
 
-def agent_floors(runs: int) -> list[dict[str, float | str]]:
+def agent_floors(runs: int, warmup: int = 20) -> list[dict[str, float | str]]:
     model = ScriptedChatModel(script=SCRIPT)
 
     def agent(middleware: list[Any]) -> Any:
@@ -139,13 +139,17 @@ def agent_floors(runs: int) -> list[dict[str, float | str]]:
     bare = agent([])
     rows: list[dict[str, float | str]] = []
     for name, steered in variants.items():
-        for _ in range(20):  # warm-up
+        for _ in range(warmup):
             _one(bare, switch, False)
             _one(steered, switch, True)
+        tracer_provider.force_flush()
+        exporter.clear()
         bare_ms, steered_ms = [], []
         for _ in range(runs):
             bare_ms.append(_one(bare, switch, False))
             steered_ms.append(_one(steered, switch, True))
+        tracer_provider.force_flush()
+        spans = len(exporter.get_finished_spans())
         exporter.clear()
         pairs = list(zip(bare_ms, steered_ms, strict=True))
         row: dict[str, float | str] = {
@@ -154,11 +158,12 @@ def agent_floors(runs: int) -> list[dict[str, float | str]]:
             "variant_ms": statistics.median(steered_ms),
             "ratio": statistics.median(s / b for b, s in pairs),
             "extra_ms_per_run": statistics.median(s - b for b, s in pairs),
+            "spans_per_run": spans / runs,
         }
         rows.append(row)
         print(
             f"{name:30s} bare {row['bare_ms']:6.2f} ms  variant {row['variant_ms']:6.2f} ms  "
-            f"ratio {row['ratio']:.3f}x  +{row['extra_ms_per_run']:.2f} ms/run",
+            f"ratio {row['ratio']:.3f}x  +{row['extra_ms_per_run']:.2f} ms/run  {spans / runs:g} spans/run",
             flush=True,
         )
     return rows
@@ -187,10 +192,11 @@ def sdk_span_rate(seconds: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=150, help="pairs (bare, variant) per variant")
+    parser.add_argument("--warmup", type=int, default=20, help="pairs run first and not counted")
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of the SDK span-rate measurement")
     parser.add_argument("--json")
     args = parser.parse_args()
-    rows = agent_floors(args.runs)
+    rows = agent_floors(args.runs, args.warmup)
     rate = sdk_span_rate(args.seconds)
     print(f"SDK alone: {rate:,.0f} chat-shaped spans/s from one thread (BatchSpanProcessor, exporter dropping them)")
     if args.json:

@@ -60,6 +60,17 @@ def test_steering_benchmark_reports_every_run_length(tmp_path: Path) -> None:
     assert result["cold_caches_100_steps"]["median_us"] > 0 and result["cold_caches_100_steps"]["evict_mb"] == 4
 
 
+def test_floors_benchmark_measures_each_floor_with_the_spans_it_claims(tmp_path: Path) -> None:
+    report = tmp_path / "floors.json"
+    _run("bench_floors.py", "--runs", "4", "--warmup", "2", "--seconds", "0.2", "--json", str(report))
+    result = json.loads(report.read_text())
+    spans = {row["variant"]: row["spans_per_run"] for row in result["agent"]}
+    # The empty hook records nothing; with or without steering, rb-otel records the contract's 10 spans per run.
+    assert spans == {"empty hook + run guard": 0, "telemetry only (no steering)": 10, "rb-otel (full)": 10}
+    assert all(row["bare_ms"] > 0 and row["variant_ms"] > 0 for row in result["agent"])
+    assert result["sdk_chat_spans_per_s"] > 0
+
+
 def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:
     """compare.py's worker protocol, with the variants that need no peer package (bare, rb-otel)."""
     for variant, spans in (("bare", 0), ("rb-otel", 10)):

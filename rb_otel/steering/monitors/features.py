@@ -16,7 +16,7 @@ from typing import NamedTuple
 from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, jaccard, names_a_path, tokens
 from rb_otel.types import StepRecord
 
-__all__ = ["EDIT_TOOLS", "FeatureCache", "StepFeatures"]
+__all__ = ["EDIT_TOOLS", "FeatureCache", "RunLinks", "StepFeatures", "linked"]
 
 EDIT_TOOLS = frozenset(
     {"edit", "write", "str_replace", "str_replace_editor", "patch", "apply_patch", "create_file", "overwrite"}

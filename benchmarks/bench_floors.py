@@ -7,10 +7,13 @@ per-pair ratios and the median extra milliseconds per run:
 * ``empty hook + run guard``: a middleware whose ``wrap_model_call`` only calls the handler, with rb-otel's run
   guard (the callback handler that sees every way a run ends) active. Every steering middleware pays at least
   this: LangChain wraps each ``wrap_*`` hook in LangSmith's ``traceable`` and runs it in a copied context.
-* ``telemetry only``: rb-otel with steering reduced to nothing (no monitors, no E-traces, a constant score) and
-  the SDK (``BatchSpanProcessor`` into an in-memory exporter, an in-memory metric reader): the contract's spans
-  and metrics, our glue, and the framework.
-* ``rb-otel``: the full default (embedded monitors and E-traces).
+* ``model wrapper + run guard``: no hook; the agent's chat model is wrapped in one that calls the real model's
+  ``_generate`` (where a wrapper integration would steer): what the hook's share of the first row costs.
+* ``no steering, no-op OTel``: rb-otel with steering reduced to nothing (no monitors, no E-traces, a constant
+  score) and no-op OpenTelemetry providers: our glue and the framework.
+* ``no steering, SDK``: the same with the SDK (``BatchSpanProcessor`` into an in-memory exporter, an in-memory
+  metric reader); the difference from the row above is what the contract's spans and metrics cost in the SDK.
+* ``rb-otel (full)``: the default (embedded monitors and E-traces), with the SDK.
 
 Then the SDK alone, without rb-otel or an agent: ``chat``-shaped spans (the contract's attributes) started and
 ended as fast as one thread can, through a ``BatchSpanProcessor`` into an exporter that drops them.
@@ -32,13 +35,18 @@ from typing import Any
 from bench_middleware import SCRIPT, add
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
 from langchain_core.tracers.context import _configure_hooks
 from opentelemetry import trace
+from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NoOpTracerProvider
 
 from rb_otel import ReasonBlocks
 from rb_otel.integrations.langchain._guard import RunEndGuard, guard
@@ -73,6 +81,22 @@ class EmptyHook(AgentMiddleware[Any, Any, Any]):
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return handler(request)
+
+
+class ModelWrapper(BaseChatModel):
+    """A chat model that hands every call to ``inner`` (tools bound as the scripted model binds them: not at all)."""
+
+    inner: Any
+
+    @property
+    def _llm_type(self) -> str:
+        return "model-wrapper"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ModelWrapper:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, **kwargs: Any) -> ChatResult:
+        return self.inner._generate(messages, stop=stop, **kwargs)  # type: ignore[no-any-return]
 
 
 class NoMonitors:
@@ -115,24 +139,24 @@ def _one(agent: Any, switch: ContextVar[RunEndGuard | None], with_guard: bool) -
 def agent_floors(runs: int, warmup: int = 20) -> list[dict[str, float | str]]:
     model = ScriptedChatModel(script=SCRIPT)
 
-    def agent(middleware: list[Any]) -> Any:
-        return create_agent(model, [add], middleware=middleware, system_prompt="You are a calculator.")
+    def agent(middleware: list[Any], chat_model: BaseChatModel = model) -> Any:
+        return create_agent(chat_model, [add], middleware=middleware, system_prompt="You are a calculator.")
+
+    def unsteered(**providers: Any) -> ReasonBlocks:
+        return ReasonBlocks(monitor_backend=NoMonitors(), e_traces_enabled=False, score_fn=lambda t: 0.5, **providers)
 
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-    unsteered = ReasonBlocks(
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        monitor_backend=NoMonitors(),
-        e_traces_enabled=False,
-        score_fn=lambda thought: 0.5,
-    )
+    noop = unsteered(tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider())
+    sdk = unsteered(tracer_provider=tracer_provider, meter_provider=meter_provider)
     full = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=meter_provider)
     variants = {
         "empty hook + run guard": agent([EmptyHook()]),
-        "telemetry only (no steering)": agent([unsteered.middleware(agent_name="floors")]),
+        "model wrapper + run guard": agent([], ModelWrapper(inner=model)),
+        "no steering, no-op OTel": agent([noop.middleware(agent_name="floors")]),
+        "no steering, SDK": agent([sdk.middleware(agent_name="floors")]),
         "rb-otel (full)": agent([full.middleware(agent_name="floors")]),
     }
     switch = _guard_switch()

@@ -65,8 +65,15 @@ def test_floors_benchmark_measures_each_floor_with_the_spans_it_claims(tmp_path:
     _run("bench_floors.py", "--runs", "4", "--warmup", "2", "--seconds", "0.2", "--json", str(report))
     result = json.loads(report.read_text())
     spans = {row["variant"]: row["spans_per_run"] for row in result["agent"]}
-    # The empty hook records nothing; with or without steering, rb-otel records the contract's 10 spans per run.
-    assert spans == {"empty hook + run guard": 0, "telemetry only (no steering)": 10, "rb-otel (full)": 10}
+    # The hook and the wrapper record nothing, nor does rb-otel with no-op providers; with the SDK, with or without
+    # steering, rb-otel records the contract's 10 spans per run.
+    assert spans == {
+        "empty hook + run guard": 0,
+        "model wrapper + run guard": 0,
+        "no steering, no-op OTel": 0,
+        "no steering, SDK": 10,
+        "rb-otel (full)": 10,
+    }
     assert all(row["bare_ms"] > 0 and row["variant_ms"] > 0 for row in result["agent"])
     assert result["sdk_chat_spans_per_s"] > 0
 

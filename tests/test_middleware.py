@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import json
 import threading
 import uuid
 from typing import Any
@@ -22,6 +23,7 @@ from langgraph.types import Command, interrupt
 from opentelemetry.trace import SpanKind, StatusCode
 
 from rb_otel import DifficultyFSM, ReasonBlocks, SteeringSession, TraceStateManager
+from rb_otel.integrations.langchain._messages import _dump
 from rb_otel.integrations.langchain._support import steered_system_message
 from rb_otel.integrations.langchain.middleware import add_steps
 from rb_otel.testing import ScriptedChatModel, tool_call
@@ -243,6 +245,24 @@ def test_step_log_reducer_keeps_the_latest_run_in_step_order(run_lengths: list[i
         assert log[-1] is entry
         assert all(a["step"] < b["step"] for a, b in itertools.pairwise(log))
     assert add_steps(log, []) == log
+
+
+json_like = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(json_like)
+def test_tool_arguments_read_as_json_dumps_writes_them(value: Any) -> None:
+    assert _dump(value) == json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def test_tool_arguments_that_are_not_json_read_as_str_or_through_str() -> None:
+    assert _dump({"when": uuid.UUID(int=7), "é": 1}) == '{"when": "00000000-0000-0000-0000-000000000007", "é": 1}'
+    mixed = {1: "a", "b": 2}  # keys that cannot be sorted: the text of the value instead
+    assert _dump(mixed) == str(mixed)
 
 
 def test_stateless_variant_leaves_the_state_alone(otel: Otel) -> None:

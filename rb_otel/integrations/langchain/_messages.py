@@ -82,9 +82,14 @@ def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
     return LastTurn(thought, action, action_input, observation)
 
 
+# What ``json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)`` builds at every call (encoders keep
+# no state between calls, so one serves every thread).
+_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
+
+
 def _dump(value: Any) -> str:
     try:
-        return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError):
         return str(value)
 

@@ -177,6 +177,20 @@ def test_observation_attached_after_evaluation_is_seen_next_time() -> None:
     assert feats[0].is_error
 
 
+def test_a_late_observation_recomputes_the_step_and_keeps_its_links() -> None:
+    from rb_otel.steering.monitors.features import FeatureCache
+
+    thought = "checking the session timeout handling in the auth module"
+    steps = [rec(i, thought, "read_file", "src/auth.py") for i in range(3)]
+    cache = FeatureCache()
+    before = cache.features(steps)[-1]
+    assert (before.restates, before.tool_gap, before.path_gaps, before.is_error) == (1, 1, (1,), False)
+    steps[-1].observation = "Traceback: KeyError"  # attached after the step was evaluated
+    after = cache.features(steps)[-1]
+    assert after is not before and after.is_error
+    assert (after.restates, after.tool_gap, after.path_gaps) == (1, 1, (1,))
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
+.PHONY: train-pilot demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,8 @@ demo: $(STAMP)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check rb_otel tests benchmarks grafana
-	$(BIN)/ruff format --check rb_otel tests benchmarks grafana
+	$(BIN)/ruff check rb_otel tests benchmarks grafana training
+	$(BIN)/ruff format --check rb_otel tests benchmarks grafana training
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -30,6 +30,11 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	@$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+## train-pilot: fit the pilot scorer on ../shared/data/signal; writes rb_otel/steering/pilot_weights.json and
+## training/pilot_report.json (out-of-sample figures: task-grouped folds and across sources)
+train-pilot: $(STAMP)
+	$(BIN)/python training/train_pilot.py
 
 ## bench: steering core, middleware overhead, floors, and rb-otel vs peers in fresh processes (numbers, not assertions)
 bench: $(STAMP)

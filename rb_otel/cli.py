@@ -1,4 +1,4 @@
-"""The ``rb-otel`` command: ``demo`` (and ``replay`` for imported runs)."""
+"""The ``rb-otel`` command: ``demo``, ``replay`` (imported runs as traces) and ``evaluate`` (signals vs outcomes)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,9 @@ def _replay(args: argparse.Namespace) -> int:
                 results = replay(
                     path,
                     format=args.format,
-                    rescore=args.rescore,
+                    rescore=args.rescore or args.scorer is not None,
+                    scorer=args.scorer,
+                    labels=args.labels,
                     tracer_provider=providers.tracer_provider,
                     meter_provider=providers.meter_provider,
                     keep_steps=False,
@@ -60,7 +62,7 @@ def _replay(args: argparse.Namespace) -> int:
                 failed += 1
                 continue
             for result in results:
-                for line in _describe(result, args.rescore):
+                for line in _describe(result, args.rescore or args.scorer is not None):
                     print(line)
             for problem in results[0].problems if results else []:
                 print(f"skipped: {problem}", file=sys.stderr)
@@ -69,6 +71,54 @@ def _replay(args: argparse.Namespace) -> int:
     for line in providers.descriptions:
         print(f"exported {line}")
     return 1 if failed else 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    from rb_otel.evaluation import EvaluationError, _print_progress, evaluate
+    from rb_otel.importers import RecordError
+
+    try:
+        result = evaluate(
+            args.paths,
+            labels=args.labels,
+            scorer=args.scorer or "pilot",
+            format=args.format,
+            progress=None if args.quiet else _print_progress,
+        )
+    except (EvaluationError, RecordError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for problem in result.problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    if result.unlabelled:
+        print(f"skipped: {result.unlabelled} run(s) without an outcome", file=sys.stderr)
+    for line in result.table():
+        print(line)
+    # Written whole or not at all: each output goes to a temporary file renamed into place.
+    if args.json:
+        _write(Path(args.json), json.dumps(result.as_dict(), indent=1))
+    if args.html:
+        from rb_otel.evaluation.html import render_html
+
+        try:
+            page = render_html(result)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        _write(Path(args.html), page)
+    return 0
+
+
+def _write(path: Path, text: str) -> None:
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    print(f"wrote {path}")
 
 
 def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
@@ -101,14 +151,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--repeat", type=int, default=1, help="run the scenarios this many times")
     demo.add_argument("--quiet", action="store_true", help="print nothing")
     demo.set_defaults(func=_demo)
+    from rb_otel.importers.detect import FORMATS
+
+    formats = ["auto", *FORMATS]
     rep = sub.add_parser("replay", help="replay other harnesses' records as rb-otel traces and metrics")
-    rep.add_argument("paths", nargs="+", help="files to import")
-    rep.add_argument(
-        "--format", default="auto", help="auto, steplog, io_harness, agy, swe_agent, openhands, openai_messages"
-    )
+    rep.add_argument("paths", nargs="+", help="files or directories to import")
+    rep.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
     rep.add_argument("--rescore", action="store_true", help="run the steering pipeline over each trajectory")
+    rep.add_argument("--scorer", choices=["heuristic", "pilot"], default=None, help="rescore with this scorer")
+    rep.add_argument("--labels", default=None, help="outcomes file (SWE-bench results.json, results_summary.json)")
     rep.add_argument("--out", default="out", help="directory for the OTLP-JSON files (when not exporting OTLP)")
     rep.set_defaults(func=_replay)
+    ev = sub.add_parser("evaluate", help="replay labelled runs and measure how well steering flags failures")
+    ev.add_argument("paths", nargs="+", help="files or directories of runs")
+    ev.add_argument("--labels", default=None, help="outcomes file, when the runs do not carry their own")
+    ev.add_argument("--scorer", choices=["heuristic", "pilot"], default="pilot", help="scorer (default: pilot)")
+    ev.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
+    ev.add_argument("--json", default=None, help="write the report as JSON here")
+    ev.add_argument("--html", default=None, help="write an HTML report with a calibration plot here")
+    ev.add_argument("--quiet", action="store_true", help="no progress lines")
+    ev.set_defaults(func=_evaluate)
     return parser
 
 

@@ -18,7 +18,9 @@ from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import BaseInjection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
 from rb_otel.steering.monitors.profiles import resolve_weights
+from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
 from rb_otel.steering.remote import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
+from rb_otel.steering.scorers import Scorer, resolve_scorer
 from rb_otel.steering.scoring import score_step as _score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
@@ -30,6 +32,11 @@ if TYPE_CHECKING:
     from rb_otel.integrations.langchain.routing import ModelRouter
 
 __all__ = ["ReasonBlocks"]
+
+
+def _text_scorer_name(fn: Callable[[str], float]) -> str:
+    return "heuristic" if fn is _score_step else str(getattr(fn, "__name__", type(fn).__name__))[:64]
+
 
 _log = logging.getLogger("rb_otel")
 
@@ -67,6 +74,7 @@ class ReasonBlocks:
         monitor_backend: MonitorBackend | None = None,
         pattern_store: PatternStore | None = None,
         score_fn: Callable[[str], float] | None = None,
+        scorer: str | Scorer | Callable[..., float] | None = None,
         steering_budget_s: float = 2.0,
         export_runs_to_api: bool = False,
         telemetry_batch_window: float = DEFAULT_BATCH_WINDOW,
@@ -80,6 +88,8 @@ class ReasonBlocks:
         resolve_weights(task_profile, monitor_weights)  # unknown profile or bad weight: fail now
         if score_fn is not None and not callable(score_fn):
             raise TypeError("score_fn must be callable")
+        if score_fn is not None and scorer not in (None, "heuristic"):
+            raise ValueError("pass score_fn (a fn(thought) -> float) or scorer, not both")
         if not steering_budget_s > 0:
             raise ValueError(f"steering_budget_s must be positive, got {steering_budget_s!r}")
         self._api_key = api_key
@@ -99,7 +109,11 @@ class ReasonBlocks:
         del monitor_names  # accepted for backward compatibility and ignored (spec 1.1)
         self.token_budget = token_budget
         TraceStateManager(token_budget=token_budget)  # validates the budget
-        self.fsm = DifficultyFSM(**dict(fsm_thresholds or {}))
+        # scorer=None/"heuristic" keeps the documented text path (score_fn); any other scorer is resolved once
+        # and shared by every run, so the pilot's per-agent baselines accumulate across runs.
+        self.scorer: Scorer | None = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
+        preset = pilot_fsm_thresholds(self.scorer.model) if isinstance(self.scorer, PilotScorer) else {}
+        self.fsm = DifficultyFSM(**{**preset, **dict(fsm_thresholds or {})})
         self.e_traces_enabled = bool(e_traces_enabled)
         self.live_streaming_enabled = bool(live_streaming_enabled)
         self.task_profile = task_profile
@@ -107,6 +121,7 @@ class ReasonBlocks:
         self.monitor_backend = monitor_backend
         self.pattern_store = pattern_store
         self.score_fn: Callable[[str], float] = score_fn or _score_step
+        self.scorer_name = self.scorer.name if self.scorer is not None else _text_scorer_name(self.score_fn)
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self.telemetry = Telemetry(
@@ -153,6 +168,7 @@ class ReasonBlocks:
     ) -> SteeringSession:
         """A ``SteeringSession`` configured like this object's middleware."""
         metadata = {"task_profile": self.task_profile, **dict(run_metadata or {})}
+        agent = "|".join(str(metadata.get(k) or "") for k in ("agent_name", "model"))
         if self.monitor_weights:
             metadata["monitor_weights"] = self.monitor_weights
         return SteeringSession(
@@ -165,6 +181,8 @@ class ReasonBlocks:
             run_id=run_id,
             run_metadata=metadata,
             step_budget_s=self.steering_budget_s if self.client is not None else None,
+            scorer=self.scorer,
+            agent=agent,
         )
 
     def _with_api_events(self, emitter: StepEmitter | None) -> StepEmitter | None:
@@ -195,6 +213,7 @@ class ReasonBlocks:
             task=task,
             model=model,
             metadata=metadata,
+            scorer=self.scorer_name,
         )
         self.telemetry.instruments.init_skip_series(agent_name)
         session.emitter = self._with_api_events(self.telemetry.run(info))

@@ -10,16 +10,34 @@ from rb_otel.importers.model import RecordError
 
 __all__ = ["FORMATS", "detect"]
 
-FORMATS = ("steplog", "io_harness", "agy", "swe_agent", "openhands", "openai_messages")
+FORMATS = (
+    "steplog",
+    "io_harness",
+    "agy",
+    "swe_agent",
+    "openhands",
+    "openai_messages",
+    "tau_bench",
+    "tau2_bench",
+    "mini_swe_agent",
+)
 _SNIFF_BYTES = 1 << 20
 
 
 def _document(obj: Any) -> str | None:
     """The format of a whole JSON document."""
     if isinstance(obj, list):
-        return _line(obj[0]) if obj and isinstance(obj[0], dict) else None
+        if not obj or not isinstance(obj[0], dict):
+            return None
+        if "traj" in obj[0] and "reward" in obj[0]:
+            return "tau_bench"  # a results list; one element alone is an openai_messages run
+        return _line(obj[0])
     if not isinstance(obj, dict):
         return None
+    if obj.get("trajectory_format") == "mini-swe-agent-1":
+        return "mini_swe_agent"
+    if isinstance(obj.get("simulations"), list):
+        return "tau2_bench"
     if "trajectory" in obj:
         return "swe_agent"
     if "history" in obj:

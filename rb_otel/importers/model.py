@@ -8,6 +8,7 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
+from rb_otel.steering.scorers import ScorerStep
 from rb_otel.types import StepLogEntry
 
 __all__ = ["ImportProblem", "ImportedRun", "ImportedStep", "ImportedTool", "RecordError", "ReplayResult"]
@@ -68,6 +69,21 @@ class ImportedStep:
     events: list[tuple[str, dict[str, AttributeValue]]] = field(default_factory=list)
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
 
+    @property
+    def failed(self) -> bool:
+        """The step's result was an error: the step's own error type, or any tool's error status."""
+        return self.error_type is not None or any(t.error for t in self.tools)
+
+    def as_scorer_step(self) -> ScorerStep:
+        return ScorerStep(
+            thought=self.thought,
+            action=self.action,
+            action_input=self.action_input,
+            observation=self.observation,
+            error=self.failed,
+            tokens=self.tokens,
+        )
+
 
 @dataclass(slots=True)
 class ImportedRun:
@@ -79,6 +95,8 @@ class ImportedRun:
     steps: Iterable[ImportedStep]
     agent_name: str = ""
     task: str = ""
+    task_id: str = ""  # groups runs of one task (evaluation clusters by it); "" when unknown
+    model: str = ""  # the agent's model, when the whole run used one
     outcome: str = "success"
     start: float | None = None
     end: float | None = None
@@ -103,3 +121,10 @@ class ReplayResult:
     children: list[ReplayResult] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     problems: list[ImportProblem] = field(default_factory=list)
+    agent_name: str = ""
+    task_id: str = ""
+    model: str = ""
+    risk: float | None = None  # the scorer's run-level risk at the end, with rescoring
+    max_state: str = ""  # the most severe FSM state reached, with rescoring
+    monitor_scores: list[dict[str, float]] = field(default_factory=list)  # per kept step, with rescoring
+    chars: int = 0  # characters the agent wrote: thoughts and action inputs (the plain-length baseline)

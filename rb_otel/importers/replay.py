@@ -11,7 +11,7 @@ import contextvars
 import hashlib
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +20,29 @@ from opentelemetry import metrics, trace
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from rb_otel.importers.detect import FORMATS, detect
-from rb_otel.importers.formats import agy, io_harness, openai_messages, openhands, steplog, swe_agent
+from rb_otel.importers.formats import (
+    agy,
+    io_harness,
+    mini_swe_agent,
+    openai_messages,
+    openhands,
+    steplog,
+    swe_agent,
+    tau2_bench,
+    tau_bench,
+)
+from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, RecordError, ReplayResult
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
+from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
+from rb_otel.steering.scorers import HeuristicScorer, Scorer, resolve_scorer
 from rb_otel.steering.scoring import score_step
 from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.telemetry import ChatResponse, RunInfo, RunRecorder, Telemetry
 from rb_otel.telemetry import names as n
-from rb_otel.types import StepLogEntry
+from rb_otel.types import FSMState, MonitorEvaluation, StepLogEntry
 
 __all__ = ["READERS", "replay"]
 
@@ -40,7 +53,11 @@ READERS = {
     "swe_agent": swe_agent.read,
     "openhands": openhands.read,
     "openai_messages": openai_messages.read,
+    "tau_bench": tau_bench.read,
+    "tau2_bench": tau2_bench.read,
+    "mini_swe_agent": mini_swe_agent.read,
 }
+_STATES = {state.value: state for state in FSMState}
 #: Synthetic timing: each step lasts this long when the source recorded no times.
 SYNTHETIC_STEP_SECONDS = 1.0
 
@@ -92,41 +109,75 @@ def replay(
     *,
     format: str = "auto",
     rescore: bool = False,
+    scorer: str | Scorer | Callable[..., float] | None = None,
+    labels: str | Path | Labels | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
     keep_steps: bool = True,
 ) -> list[ReplayResult]:
-    """Import ``path`` and replay every run in it; one :class:`ReplayResult` per top-level run.
+    """Import ``path`` (a file, or a directory: every file in it, in name order) and replay every run in it;
+    one :class:`ReplayResult` per top-level run.
+
+    ``scorer`` (``"heuristic"``, ``"pilot"``, a :class:`~rb_otel.steering.scorers.Scorer` or a callable)
+    implies ``rescore``; one scorer serves every run of the call, so the pilot's per-agent baselines learn from
+    the earlier runs of each agent in file order (pass the same ``Scorer`` object to several calls to go on
+    learning). ``labels`` (a path or :class:`~rb_otel.importers.labels.Labels`) sets each matching run's
+    outcome: ``success`` or ``failure: unresolved``.
 
     Raises :class:`RecordError` (a ``ValueError`` naming the file, place and problem) when the file cannot be
-    read at all; a bad record inside a readable file is skipped and listed in ``ReplayResult.problems``.
-    ``keep_steps=False`` keeps memory bounded on huge inputs (the results then carry no step lists).
+    read at all; a bad record inside a readable file, or an unreadable file inside a directory, is skipped and
+    listed in ``ReplayResult.problems``. ``keep_steps=False`` keeps memory bounded on huge inputs (the results
+    then carry no step lists).
     """
     source = Path(path)
-    if not source.is_file():
-        raise RecordError(str(source), "file", "no such file")
-    fmt = detect(source) if format == "auto" else format
-    if fmt not in READERS:
+    if source.is_dir():
+        files = sorted(p for p in source.iterdir() if p.is_file() and not p.name.startswith("."))
+    elif source.is_file():
+        files = [source]
+    else:
+        raise RecordError(str(source), "file", "no such file or directory")
+    if format != "auto" and format not in READERS:
         raise RecordError(str(source), "format", f"unknown format {format!r}; choose auto or one of {FORMATS}")
+    outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
+    resolved = resolve_scorer(scorer) if scorer is not None or rescore else None
     telemetry = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
     ids = _DerivedIds(getattr(telemetry.tracer, "id_generator", None))
     if hasattr(telemetry.tracer, "id_generator"):  # the SDK tracer; our own instance, nobody else's
         telemetry.tracer.id_generator = ids
-    digest = _digest(source)
     problems: list[ImportProblem] = []
-    replayer = _Replayer(telemetry, ids, digest, rescore=rescore, keep_steps=keep_steps)
-    results = [replayer.run(run, parent=otel_context.Context()) for run in READERS[fmt](source, problems)]
+    results: list[ReplayResult] = []
+    for file in files:
+        try:
+            fmt = detect(file) if format == "auto" else format
+            runs = READERS[fmt](file, problems)
+            replayer = _Replayer(telemetry, ids, _digest(file), scorer=resolved, keep_steps=keep_steps)
+            for run in runs:
+                if outcomes is not None:
+                    _apply_label(run, outcomes)
+                results.append(replayer.run(run, parent=otel_context.Context()))
+        except RecordError as exc:
+            if len(files) == 1:
+                raise
+            problems.append(ImportProblem(exc.path, exc.where, exc.problem))
     for result in results:
         result.problems = problems
     return results
 
 
+def _apply_label(run: ImportedRun, labels: Labels) -> None:
+    succeeded = labels.outcome_of(run.run_id)
+    if succeeded is not None:
+        run.outcome = "success" if succeeded else "failure: unresolved"
+
+
 class _Replayer:
-    def __init__(self, telemetry: Telemetry, ids: _DerivedIds, digest: bytes, *, rescore: bool, keep_steps: bool):
+    def __init__(
+        self, telemetry: Telemetry, ids: _DerivedIds, digest: bytes, *, scorer: Scorer | None, keep_steps: bool
+    ):
         self.telemetry = telemetry
         self.ids = ids
         self.digest = digest
-        self.rescore = rescore
+        self.scorer = scorer
         self.keep_steps = keep_steps
 
     def run(self, run: ImportedRun, *, parent: otel_context.Context) -> ReplayResult:
@@ -139,6 +190,7 @@ class _Replayer:
             agent_name=run.agent_name,
             framework=str(run.attributes.get(n.RB_FRAMEWORK, run.source)),
             task=run.task,
+            model=run.model,
             metadata={
                 k.removeprefix(n.RB_METADATA_PREFIX): v
                 for k, v in run.attributes.items()
@@ -146,6 +198,7 @@ class _Replayer:
             },
             source=run.source,
             synthetic_timing=run.synthetic_timing,
+            scorer=self.scorer.name if self.scorer is not None else "",
         )
         recorder = self.telemetry.run(info, parent=parent)
         steps = iter(run.steps)
@@ -155,22 +208,34 @@ class _Replayer:
         if recorder.span is not None:
             extra = {k: v for k, v in run.attributes.items() if not k.startswith(n.RB_METADATA_PREFIX)}
             recorder.span.set_attributes(extra)
-        session = self._session(run) if self.rescore else None
+        session = self._session(run) if self.scorer is not None else None
         kept: list[StepLogEntry] = []
+        monitor_scores: list[dict[str, float]] = []
         entered: dict[str, int] = {}
-        count = 0
+        count = chars = 0
         clock = base
+        max_state = FSMState.INIT
         for step in itertools.chain([first] if first else [], steps):
-            entry, clock = self._step(recorder, run, step, session, clock)
+            entry, clock, evaluation = self._step(recorder, run, step, session, clock)
             count += 1
+            chars += len(step.thought) + len(step.action_input or "")
             if entry.fsm_state in ("SLOW", "SKIP") and entry.fsm_state not in entered:
                 entered[entry.fsm_state] = entry.step
+            if entry.fsm_state in _STATES and _STATES[entry.fsm_state].severity > max_state.severity:
+                max_state = _STATES[entry.fsm_state]
             if self.keep_steps:
                 kept.append(entry)
+                monitor_scores.append(dict(evaluation.scores) if evaluation is not None else {})
         children = [self.run(child, parent=recorder.context) for _, child in run.children]
         if recorder.span is not None:
             for name, attributes in run.events:
                 recorder.span.add_event(name, attributes)
+        risk = None
+        if session is not None:
+            risk = session.risk
+            session.finish(outcome_status=run.outcome)  # the scorer folds the run into its baseline
+            if risk is not None:
+                recorder.run_risk(run.run_id, risk)
         end = run.end if run.end is not None and run.end >= clock else clock
         recorder.run_finish(run.run_id, run.outcome, end_time=end)
         span = recorder.span
@@ -185,17 +250,29 @@ class _Replayer:
             entered=entered,
             children=children,
             summary=run.summary,
+            agent_name=run.agent_name,
+            task_id=run.task_id,
+            model=run.model,
+            risk=risk,
+            max_state=max_state.value if session is not None else "",
+            monitor_scores=monitor_scores,
+            chars=chars,
         )
 
-    @staticmethod
-    def _session(run: ImportedRun) -> SteeringSession:
+    def _session(self, run: ImportedRun) -> SteeringSession:
+        pilot = isinstance(self.scorer, PilotScorer)
         return SteeringSession(
             score_fn=score_step,
-            fsm=DifficultyFSM(),
+            fsm=DifficultyFSM(**pilot_fsm_thresholds(self.scorer.model))
+            if isinstance(self.scorer, PilotScorer)
+            else DifficultyFSM(),
             state_manager=TraceStateManager(run.run_id),
             injections=create_injections(e_traces_enabled=False),
             run_id=run.run_id,
-            run_metadata={"task": run.task},
+            run_metadata={"task": run.task, "task_id": run.task_id},
+            # The heuristic keeps its documented text path (score_fn), exactly as a live default run.
+            scorer=None if isinstance(self.scorer, HeuristicScorer) and not pilot else self.scorer,
+            agent=f"{run.agent_name}|{run.model}",
         )
 
     def _step(
@@ -205,7 +282,7 @@ class _Replayer:
         step: ImportedStep,
         session: SteeringSession | None,
         clock: float,
-    ) -> tuple[StepLogEntry, float]:
+    ) -> tuple[StepLogEntry, float, MonitorEvaluation | None]:
         start = step.timestamp if step.timestamp is not None else clock
         duration = (
             step.duration_s
@@ -213,12 +290,19 @@ class _Replayer:
             else (SYNTHETIC_STEP_SECONDS if run.synthetic_timing else 0.0)
         )
         tool_names = [t.name for t in step.tools]
+        evaluation = None
         if session is not None:
             # an empty first thought takes the first-call path (unscored, INIT), as a live run's first call does
             thought = step.thought or (None if session.steps_begun == 0 else "")
             decision = session.begin_step(
-                thought=thought, action=step.action, action_input=step.action_input, observation=step.observation
+                thought=thought,
+                action=step.action,
+                action_input=step.action_input,
+                observation=step.observation,
+                error=step.failed,
+                tokens=step.tokens,
             )
+            evaluation = decision.evaluation
             entry = session.end_step(decision, tokens=step.tokens, tool_calls=tool_names, latency_ms=duration * 1000)
             entry.timestamp = start
         elif step.entry is not None:
@@ -253,6 +337,7 @@ class _Replayer:
         recorder.step(
             run.run_id,
             entry,
+            composite=evaluation.composite if evaluation is not None else None,
             end_time=end,
             response=response,
             extra=extra,
@@ -264,4 +349,4 @@ class _Replayer:
                 step=entry.step, name=tool.name, call_id=tool.call_id, arguments=tool.arguments, start_time=end
             )
             recorder.end_tool(call, result=tool.result, error=tool.error, end_time=end)
-        return entry, max(end, clock)
+        return entry, max(end, clock), evaluation

@@ -19,7 +19,8 @@ _log = logging.getLogger("rb_otel.steering")
 @runtime_checkable
 class StepEmitter(Protocol):
     """Receives a run's events. Called synchronously on the agent's thread, so it must not block or throw
-    (the session logs and drops any exception it raises)."""
+    (the session logs and drops any exception it raises). An emitter may also have ``run_risk(run_id, risk)``,
+    called with the run-level risk just before ``run_finish``."""
 
     def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
 
@@ -57,6 +58,15 @@ class FanOutEmitter:
         self, run_id: str, entry: StepLogEntry, *, steering_ms: float | None = None, composite: float | None = None
     ) -> None:
         self._each("step", run_id, entry, steering_ms=steering_ms, composite=composite)
+
+    def run_risk(self, run_id: str, risk: float) -> None:
+        """Optional on emitters: the run's risk, reported just before ``run_finish``."""
+        for emitter in self.emitters:
+            if hasattr(emitter, "run_risk"):
+                try:
+                    emitter.run_risk(run_id, risk)
+                except Exception:
+                    _log.warning("emitter %s failed in run_risk; continuing", type(emitter).__name__, exc_info=True)
 
     def run_finish(self, run_id: str, outcome: str) -> None:
         self._each("run_finish", run_id, outcome)

@@ -22,6 +22,8 @@ from rb_otel.steering.guardrails import DEFAULT_E1_GATE_COMPOSITE, e1_gate_open
 from rb_otel.steering.injections import BaseInjection, MonitorSteeringInjection, StepContext
 from rb_otel.steering.rendering import render_injection
 from rb_otel.steering.routing import parse_model_routing
+from rb_otel.steering.scorers import RunScorer, Scorer, ScorerStep, resolve_scorer
+from rb_otel.steering.scoring import score_step
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.types import (
     FIRST_CALL_PREVIEW,
@@ -56,7 +58,10 @@ class SteeringSession:
 
     ``step_budget_s`` bounds the time remote backends may take per step (they fail open once it is spent).
     ``score_fn`` maps a thought to a difficulty in [0, 1]: a non-finite result counts as 0.5 and an out-of-range
-    one is clamped (both logged); a non-number raises ``TypeError``. ``model_routing`` maps FSM states to model
+    one is clamped (both logged); a non-number raises ``TypeError``. ``scorer`` (``"heuristic"``, ``"pilot"``, a
+    :class:`~rb_otel.steering.scorers.Scorer` or a ``fn(step, steps_so_far)``) replaces ``score_fn`` with one that
+    sees the whole step and the run so far; ``agent`` keys the scorer's per-agent baseline (the pilot's). Its
+    run risk is reported to the emitter at the end (``run_risk``). ``model_routing`` maps FSM states to model
     ids; the session only reports ``model_override``, the integration swaps the model.
     """
 
@@ -72,6 +77,8 @@ class SteeringSession:
         run_id: str | None = None,
         run_metadata: Mapping[str, Any] | None = None,
         step_budget_s: float | None = None,
+        scorer: str | Scorer | Callable[..., float] | None = None,
+        agent: str = "",
     ) -> None:
         if not callable(score_fn):
             raise TypeError("score_fn must be callable")
@@ -86,6 +93,14 @@ class SteeringSession:
             raise ValueError(f"step_budget_s must be positive, got {step_budget_s!r}")
         self.step_budget_s = step_budget_s
         self.score_fn = score_fn
+        # None keeps the documented text path (score_fn(thought)) exactly as it was, and as cheap.
+        self._run_scorer: RunScorer | None = None
+        self.scorer_name = "heuristic" if score_fn is score_step else getattr(score_fn, "__name__", "score_fn")
+        if scorer is not None:
+            resolved = resolve_scorer(scorer)
+            task_id = str((run_metadata or {}).get("task_id", "") or "")
+            self._run_scorer = resolved.start_run(agent, task_id)
+            self.scorer_name = resolved.name
         self.fsm = fsm
         self.state_manager = state_manager
         self.injections = list(injections)
@@ -151,6 +166,7 @@ class SteeringSession:
             return
         self.start()
         self._finished = True
+        self._report_risk()
         outcome = self._failure_reason if outcome_status == "success" and self._failure_reason else outcome_status
         self._emit("run_finish", self.run_id, outcome)
 
@@ -192,18 +208,37 @@ class SteeringSession:
         action_input: Any = None,
         observation: Any = None,
         model_id: str = "",
+        error: bool = False,
+        tokens: int = 0,
+        reasoning: str = "",
     ) -> StepDecision:
         """Score, transition, evaluate monitors and retrieve guidance for the next model call.
 
         ``thought=None`` takes the first-call path: no scoring, no monitors, only E3. ``model_id`` is the model
-        the call would use without routing; patterns are rendered for the routed model, else for it.
+        the call would use without routing; patterns are rendered for the routed model, else for it. ``error``
+        (the observation was an error: tool error status, non-zero exit) and ``tokens`` (the previous call's)
+        and ``reasoning`` (thinking content not in ``thought``) are read by a step scorer only.
         """
         if thought is not None and not isinstance(thought, str):
             raise TypeError(f"begin_step(thought=...) expects a str or None, got {type(thought).__name__}")
         started = time.perf_counter()
         self.start()
         step = self._next_step
-        score = None if thought is None else self._score(thought)
+        if thought is None:
+            score = None
+        elif self._run_scorer is None:
+            score = self._score(thought)
+        else:
+            score = self._score_step(
+                ScorerStep(
+                    thought=f"{reasoning}\n{thought}" if reasoning else thought,
+                    action=None if action is None else str(action),
+                    action_input=_preview(action_input, 1 << 20),
+                    observation=_preview(observation, OBSERVATION_CHARS),
+                    error=bool(error),
+                    tokens=tokens,
+                )
+            )
         self._next_step += 1  # only once the step is certain to exist
 
         trace = self.state_manager.state
@@ -296,16 +331,33 @@ class SteeringSession:
     # -- internals ---------------------------------------------------------------------------------------
 
     def _score(self, thought: str) -> float:
-        value = self.score_fn(thought)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"score_fn returned {type(value).__name__}; expected a float in [0, 1]")
-        if not math.isfinite(value):
-            _log.warning("score_fn returned %r; using 0.5", value)
-            return 0.5
-        if not 0.0 <= value <= 1.0:
-            _log.warning("score_fn returned %r, outside [0, 1]; clamping", value)
-            return min(max(float(value), 0.0), 1.0)
-        return float(value)
+        return _checked(self.score_fn(thought), "score_fn")
+
+    def _score_step(self, step: ScorerStep) -> float:
+        assert self._run_scorer is not None
+        return _checked(self._run_scorer.score(step), self.scorer_name)
+
+    @property
+    def risk(self) -> float | None:
+        """The run-level risk so far: the step scorer's, else the mean difficulty of the scored steps."""
+        if self._run_scorer is not None:
+            return self._run_scorer.risk()
+        scores = self.state_manager.state.difficulty_history
+        return sum(scores) / len(scores) if scores else None
+
+    def _report_risk(self) -> None:
+        risk = self.risk
+        if self._run_scorer is not None:
+            try:
+                self._run_scorer.finish()
+            except Exception:  # a custom scorer must not break the run's end
+                _log.warning("scorer %s failed in finish; continuing", self.scorer_name, exc_info=True)
+        report = getattr(self.emitter, "run_risk", None)
+        if report is not None and risk is not None:
+            try:
+                report(self.run_id, risk)
+            except Exception:
+                _log.warning("telemetry emitter failed in run_risk; continuing", exc_info=True)
 
     def _collect(
         self, step: int, state: FSMState, *, first_call: bool, entry: StepLogEntry, model_id: str
@@ -367,3 +419,15 @@ class SteeringSession:
             getattr(self.emitter, method)(*args)
         except Exception:
             _log.warning("telemetry emitter failed in %s; continuing", method, exc_info=True)
+
+
+def _checked(value: Any, source: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{source} returned {type(value).__name__}; expected a float in [0, 1]")
+    if not math.isfinite(value):
+        _log.warning("%s returned %r; using 0.5", source, value)
+        return 0.5
+    if not 0.0 <= value <= 1.0:
+        _log.warning("%s returned %r, outside [0, 1]; clamping", source, value)
+        return min(max(float(value), 0.0), 1.0)
+    return float(value)

@@ -42,6 +42,7 @@ class RunInfo:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
     synthetic_timing: bool = False
+    scorer: str = "heuristic"  # what produces rb.difficulty on this run's chat spans (rb.scorer)
 
     def start_attributes(self) -> Attributes:
         attrs: Attributes = {
@@ -103,6 +104,7 @@ def chat_attributes(
     steering_ms: float | None,
     content: ContentPolicy,
     final: bool,
+    scorer: str = "",
 ) -> Attributes:
     """The ``rb.*`` attributes of a ``chat`` span; ``final`` adds those known only after the call."""
     attrs: Attributes = {
@@ -114,6 +116,8 @@ def chat_attributes(
         attrs[n.RB_FSM_STATE] = entry.fsm_state
     if entry.difficulty is not None:
         attrs[n.RB_DIFFICULTY] = entry.difficulty
+        if scorer:
+            attrs[n.RB_SCORER] = scorer
     if entry.model_id:
         attrs[n.RB_MODEL_ID] = entry.model_id
     if composite is not None:

@@ -83,6 +83,7 @@ class RunRecorder:
         self.input_tokens = 0
         self.output_tokens = 0
         self.monitor_injections = 0
+        self.risk: float | None = None
         self.entered_skip = False
 
     @property
@@ -154,6 +155,10 @@ class RunRecorder:
         except Exception:
             _log.warning("recording step %s failed; continuing", entry.step, exc_info=True)
 
+    def run_risk(self, run_id: str, risk: float) -> None:
+        """Remember the run-level risk; ``rb.risk`` is written on the run span when it ends."""
+        self.risk = float(risk)
+
     def run_finish(
         self, run_id: str, outcome: str, *, error: BaseException | None = None, end_time: float | None = None
     ) -> None:
@@ -188,7 +193,14 @@ class RunRecorder:
         input_messages: Any = None,
     ) -> otel_context.Context:
         """Open the live ``chat`` span for ``entry.step``; returns its context (for provider spans)."""
-        attrs = chat_attributes(entry, composite=composite, steering_ms=steering_ms, content=self._content, final=False)
+        attrs = chat_attributes(
+            entry,
+            composite=composite,
+            steering_ms=steering_ms,
+            content=self._content,
+            final=False,
+            scorer=self.info.scorer,
+        )
         attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
         attrs[n.GEN_AI_PROVIDER_NAME] = provider
         attrs[n.GEN_AI_REQUEST_MODEL] = request_model
@@ -274,7 +286,14 @@ class RunRecorder:
         live = self._live.pop(entry.step, None)
         if live is not None:
             composite = live.composite if composite is None else composite
-        attrs = chat_attributes(entry, composite=composite, steering_ms=steering_ms, content=self._content, final=True)
+        attrs = chat_attributes(
+            entry,
+            composite=composite,
+            steering_ms=steering_ms,
+            content=self._content,
+            final=True,
+            scorer=self.info.scorer,
+        )
         if live is not None and live.response is not None:
             response = live.response
         if response is not None:
@@ -373,6 +392,8 @@ class RunRecorder:
                 n.RB_MONITOR_INJECTIONS: self.monitor_injections,
             }
         )
+        if self.risk is not None:
+            span.set_attribute(n.RB_RISK, self.risk)
         if label == n.OUTCOME_FAILURE:
             error_type = type(error).__qualname__ if error is not None else error_type_of(outcome)
             span.set_attribute(n.ERROR_TYPE, error_type)

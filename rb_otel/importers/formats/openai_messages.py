@@ -1,6 +1,10 @@
 """OpenAI-style message lists (as in tau-bench): assistant turns are model calls; ``tool`` messages, matched by
-``tool_call_id``, are their tool results. Accepts ``{"traj": [...]}`` (tau-bench), ``{"messages": [...]}`` or a
-bare list; a ``reward`` below 1 makes the run a failure.
+``tool_call_id`` (or ``id``, as tau2-bench writes them), are their tool results. Accepts ``{"traj": [...]}``
+(one tau-bench run), ``{"messages": [...]}`` or a bare list; a ``reward`` below 1 makes the run a failure.
+
+A tool call's function may be nested (``{"function": {"name", "arguments"}}``, OpenAI) or flat (``{"name",
+"arguments"}``, tau2-bench); reasoning content (``reasoning_content``/``reasoning``) and the argument of a
+``think`` tool are part of the step's thought.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ from rb_otel.importers.formats._common import load_json, text
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 
-__all__ = ["read"]
+__all__ = ["read", "steps_from_messages"]
+
+#: Tools whose arguments are the agent's reasoning rather than an action on the world.
+THINK_TOOLS = frozenset({"think", "thinking", "reason", "scratchpad"})
 
 
 def _arguments(raw: Any) -> Any:
@@ -26,58 +33,95 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
-    data = load_json(path)
-    messages = data if isinstance(data, list) else (data.get("traj") or data.get("messages"))
-    if not isinstance(messages, list):
-        raise RecordError(str(path), "top level", "expected a message list, or an object with 'traj' or 'messages'")
-    results = {str(m.get("tool_call_id")): m for m in messages if isinstance(m, dict) and m.get("role") == "tool"}
+def _tool(call: Any, results: dict[str, dict[str, Any]]) -> ImportedTool:
+    call = call if isinstance(call, dict) else {}
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    call_id = str(call.get("id") or "")
+    result = results.get(call_id)
+    error = None
+    if result is not None and (result.get("error") is True or str(result.get("error", "")).lower() == "true"):
+        error = "tool_error"
+    return ImportedTool(
+        name=str(function.get("name") or "unknown"),
+        call_id=call_id,
+        arguments=_arguments(function.get("arguments")),
+        result=text(result.get("content")) if result else None,
+        error=error,
+    )
+
+
+def _thought(message: dict[str, Any], tools: list[ImportedTool]) -> str:
+    parts = [text(message.get("reasoning_content") or message.get("reasoning")), text(message.get("content"))]
+    for tool in tools:
+        if tool.name.lower() in THINK_TOOLS:
+            args = tool.arguments
+            parts.append(text(args.get("thought") or args) if isinstance(args, dict) else text(args))
+    return "\n".join(p for p in parts if p)
+
+
+def steps_from_messages(
+    messages: list[Any], path: str, where: str, problems: list[ImportProblem]
+) -> tuple[list[ImportedStep], str]:
+    """The model calls in ``messages`` and the first user message (the task). Bad messages become problems.
+
+    A step's observation is its first tool result or, for a turn without tool calls, the next user message
+    (a simulated user's reply is what the agent sees next).
+    """
+    results: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "tool":
+            results[str(m.get("tool_call_id") or m.get("id"))] = m
     steps: list[ImportedStep] = []
     task = ""
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or "role" not in message:
-            problems.append(ImportProblem(str(path), f"message[{i}]", "expected an object with a 'role'"))
+            problems.append(ImportProblem(path, f"{where}[{i}]", "expected an object with a 'role'"))
             continue
         if message["role"] == "user" and not task:
             task = text(message.get("content"))[:2000]
         if message["role"] != "assistant":
             continue
-        tools = []
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {} if isinstance(call, dict) else {}
-            call_id = str(call.get("id") or "") if isinstance(call, dict) else ""
-            result = results.get(call_id)
-            tools.append(
-                ImportedTool(
-                    name=str(function.get("name") or "unknown"),
-                    call_id=call_id,
-                    arguments=_arguments(function.get("arguments")),
-                    result=text(result.get("content")) if result else None,
-                )
-            )
-        first_result = results.get(tools[0].call_id) if tools else None
+        tools = [_tool(call, results) for call in message.get("tool_calls") or []]
+        acting = [t for t in tools if t.name.lower() not in THINK_TOOLS]
+        observation = acting[0].result if acting else _next_user_text(messages, i)
         steps.append(
             ImportedStep(
                 index=len(steps),
-                thought=text(message.get("content")),
+                thought=_thought(message, tools),
                 tools=tools,
-                action=tools[0].name if tools else None,
-                action_input=json.dumps(tools[0].arguments, sort_keys=True, default=str) if tools else None,
-                observation=text(first_result.get("content"))[:400] if first_result else None,
+                action=acting[0].name if acting else None,
+                action_input=json.dumps(acting[0].arguments, sort_keys=True, default=str) if acting else None,
+                observation=observation[:400] if observation else None,
             )
         )
+    return steps, task
+
+
+def _next_user_text(messages: list[Any], i: int) -> str | None:
+    for message in messages[i + 1 :]:
+        if isinstance(message, dict) and message.get("role") == "user":
+            return text(message.get("content"))
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            return None
+    return None
+
+
+def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
+    data = load_json(path)
+    messages = data if isinstance(data, list) else (data.get("traj") or data.get("messages"))
+    if not isinstance(messages, list):
+        raise RecordError(str(path), "top level", "expected a message list, or an object with 'traj' or 'messages'")
+    steps, task = steps_from_messages(messages, str(path), "message", problems)
     outcome = "success"
     reward = data.get("reward") if isinstance(data, dict) else None
     if isinstance(reward, int | float) and reward < 1:
         outcome = f"failure: reward {reward:g}"
-    run_id = path.stem
-    if isinstance(data, dict) and data.get("task_id") is not None:
-        run_id = f"{path.stem}"
     yield ImportedRun(
-        run_id=run_id,
+        run_id=path.stem,
         source="openai_messages",
         steps=steps,
         task=task,
+        task_id=str(data.get("task_id")) if isinstance(data, dict) and data.get("task_id") is not None else "",
         outcome=outcome,
         synthetic_timing=True,
         attributes={n.RB_METADATA_PREFIX + "reward": float(reward)} if isinstance(reward, int | float) else {},

@@ -52,7 +52,7 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
     exit_status = str(info.get("exit_status") or "")
     outcome = (
         "success"
-        if exit_status.startswith("submitted")
+        if exit_status.lower().startswith("submitted")
         else (f"failure: {exit_status}" if exit_status else "unfinished")
     )
     task = ""

@@ -61,16 +61,37 @@ class LastTurn:
     action: str | None
     action_input: str | None
     observation: str | None
+    observation_error: bool = False  # the newest ToolMessage has status "error"
+    reasoning: str = ""  # reasoning/thinking blocks of the newest AIMessage (step scorers read them)
+
+
+def reasoning_text(message: BaseMessage) -> str:
+    """The reasoning/thinking content blocks of a message (Anthropic ``thinking``, standard ``reasoning``)."""
+    content = message.content
+    if isinstance(content, str):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") in ("thinking", "reasoning"):
+            value = block.get("thinking") or block.get("reasoning") or block.get("text")
+            if isinstance(value, str):
+                parts.append(value)
+    return " ".join(parts)
 
 
 def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
     """Read the newest non-empty AIMessage text (``""`` if none) and the newest ToolMessage ([C29])."""
     thought = ""
     action = action_input = observation = None
+    observation_error = False
+    reasoning = ""
     for message in reversed(messages):
         if observation is None and isinstance(message, ToolMessage):
             observation = message_text(message)
+            observation_error = getattr(message, "status", "success") == "error"
         elif isinstance(message, AIMessage):
+            if not reasoning and not isinstance(message.content, str):
+                reasoning = reasoning_text(message)
             if action is None and message.tool_calls:
                 call = message.tool_calls[0]
                 action = call.get("name") or None
@@ -79,7 +100,7 @@ def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
             if text:
                 thought = text
                 break
-    return LastTurn(thought, action, action_input, observation)
+    return LastTurn(thought, action, action_input, observation, observation_error, reasoning)
 
 
 # What ``json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)`` builds at every call (encoders keep

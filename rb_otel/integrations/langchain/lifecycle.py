@@ -65,6 +65,7 @@ class RunTracker:
             project_id=fields["project_id"],
             conversation_id=conversation_id,
             metadata=self._metadata,
+            scorer=self._rb.scorer_name,
         )
         recorder = self._rb.telemetry.run(info)
         session = self._rb.new_session(

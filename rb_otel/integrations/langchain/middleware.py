@@ -248,6 +248,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 action_input=turn.action_input,
                 observation=turn.observation,
                 model_id=own_model.model_id,
+                error=turn.observation_error,
+                reasoning=turn.reasoning,
             )
         else:
             decision = session.begin_step(thought=None, model_id=own_model.model_id)

@@ -1,0 +1,81 @@
+"""Discrimination and calibration of a signal against outcomes (numpy only).
+
+``auroc`` is the Mann-Whitney probability that a failed run scores above a successful one (ties count half);
+0.5 is no signal. ``auroc_interval`` is a 95% percentile bootstrap that resamples *clusters* (the runs of one
+task together) when clusters are given, so a task tried many times does not narrow the interval falsely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["auroc", "auroc_interval", "calibration_bins", "rank_average"]
+
+
+def rank_average(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """1-based ranks with ties given their average rank."""
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = np.arange(1, len(values) + 1, dtype=np.float64)
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return np.asarray((sums / counts)[inverse], dtype=np.float64)
+
+
+def auroc(failed: Sequence[bool] | NDArray[np.bool_], scores: Sequence[float] | NDArray[np.float64]) -> float:
+    """AUROC of ``scores`` for predicting ``failed``; ``nan`` when either class is empty."""
+    y = np.asarray(failed, dtype=bool)
+    s = np.asarray(scores, dtype=np.float64)
+    if y.shape != s.shape:
+        raise ValueError(f"auroc: {len(y)} outcomes but {len(s)} scores")
+    positives = int(y.sum())
+    negatives = len(y) - positives
+    if positives == 0 or negatives == 0:
+        return float("nan")
+    ranks = rank_average(s)
+    return float((ranks[y].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
+def auroc_interval(
+    failed: Sequence[bool],
+    scores: Sequence[float],
+    clusters: Sequence[str] | None = None,
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """95% bootstrap interval of :func:`auroc`, resampling clusters (or runs when ``clusters`` is None)."""
+    y = np.asarray(failed, dtype=bool)
+    s = np.asarray(scores, dtype=np.float64)
+    keys = np.arange(len(y)) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1]
+    groups = [np.flatnonzero(keys == k) for k in range(int(keys.max()) + 1)] if len(y) else []
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):
+        picked = rng.integers(0, len(groups), len(groups))
+        index = np.concatenate([groups[i] for i in picked])
+        value = auroc(y[index], s[index])
+        if not np.isnan(value):
+            values.append(value)
+    if not values:
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(values, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def calibration_bins(
+    failed: Sequence[bool], probabilities: Sequence[float], bins: int = 10
+) -> list[tuple[float, float, int]]:
+    """``(mean predicted, observed failure rate, runs)`` for each non-empty equal-width bin of [0, 1]."""
+    y = np.asarray(failed, dtype=np.float64)
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 0.0, 1.0)
+    index = np.minimum((p * bins).astype(int), bins - 1)
+    out = []
+    for b in range(bins):
+        mask = index == b
+        if mask.any():
+            out.append((float(p[mask].mean()), float(y[mask].mean()), int(mask.sum())))
+    return out

@@ -1,0 +1,52 @@
+"""tau-bench results files: one JSON list of runs ``{task_id, trial, reward, traj, info}``, in file order.
+
+Each element is one run (``task-<task_id>-trial-<trial>``); ``traj`` is an OpenAI-style message list; a
+``reward`` below 1 is a failure. A malformed element is skipped and listed; the rest are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from rb_otel.importers.formats._common import load_json
+from rb_otel.importers.formats.openai_messages import steps_from_messages
+from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
+from rb_otel.telemetry import names as n
+
+__all__ = ["read", "reward_outcome"]
+
+
+def reward_outcome(reward: object) -> str:
+    """``success`` for a reward of at least 1, ``failure: reward R`` below it, ``unfinished`` without one."""
+    if isinstance(reward, bool) or not isinstance(reward, int | float):
+        return "unfinished"
+    return "success" if reward >= 1 else f"failure: reward {reward:g}"
+
+
+def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
+    data = load_json(path)
+    if not isinstance(data, list):
+        raise RecordError(str(path), "top level", "expected a JSON list of results {task_id, trial, reward, traj}")
+    for i, element in enumerate(data):
+        where = f"element {i}"
+        if not isinstance(element, dict) or not isinstance(element.get("traj"), list):
+            problems.append(ImportProblem(str(path), where, "expected an object with a 'traj' message list"))
+            continue
+        reward = element.get("reward")
+        if isinstance(reward, bool) or not isinstance(reward, int | float):
+            problems.append(ImportProblem(str(path), where, f"'reward' must be a number, got {reward!r}"))
+            continue
+        steps, task = steps_from_messages(element["traj"], str(path), f"{where}: traj", problems)
+        task_id, trial = element.get("task_id"), element.get("trial", 0)
+        yield ImportedRun(
+            run_id=f"task-{task_id}-trial-{trial}",
+            source="tau_bench",
+            agent_name="tau-bench",
+            steps=steps,
+            task=task,
+            task_id=str(task_id),
+            outcome=reward_outcome(reward),
+            synthetic_timing=True,
+            attributes={n.RB_METADATA_PREFIX + "reward": float(reward)},
+        )

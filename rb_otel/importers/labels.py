@@ -1,0 +1,77 @@
+"""Outcomes from an evaluation's results, for runs whose own records do not say whether they succeeded.
+
+Accepted shapes (``load_labels``): a SWE-bench ``results.json`` (``{"resolved": [ids], ...}``, with the other
+id lists such as ``unresolved``/``error`` counting as failures when present), mini-swe-agent's
+``results_summary.json`` (``{"instances": [{"instance_id", "resolved"}]}``), or a plain
+``{run_id: true|false}`` mapping (true = success). A run id matches exactly, or with a ``.traj``/``.json``
+suffix removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rb_otel.importers.formats._common import load_json
+from rb_otel.importers.model import RecordError
+
+__all__ = ["Labels", "load_labels"]
+
+_FAILED_LISTS = ("unresolved", "unresolved_ids", "error", "error_ids", "empty_patch", "empty_patch_ids")
+
+
+class Labels(Mapping[str, bool]):
+    """``run id -> succeeded``, read from ``path``."""
+
+    def __init__(self, path: str, outcomes: Mapping[str, bool], *, resolved_only: bool = False) -> None:
+        self.path = path
+        self._outcomes = dict(outcomes)
+        # SWE-bench results.json listing only resolved ids: every other run of the evaluation failed.
+        self.resolved_only = resolved_only
+
+    def __getitem__(self, key: str) -> bool:
+        return self._outcomes[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._outcomes)
+
+    def __len__(self) -> int:
+        return len(self._outcomes)
+
+    def outcome_of(self, run_id: str) -> bool | None:
+        """Whether ``run_id`` succeeded; ``None`` when the file says nothing of it."""
+        for key in (run_id, run_id.removesuffix(".json").removesuffix(".traj")):
+            if key in self._outcomes:
+                return self._outcomes[key]
+        return False if self.resolved_only else None
+
+
+def load_labels(path: str | Path) -> Labels:
+    """Read a labels file; :class:`RecordError` (file, place, problem) when it is none of the accepted shapes."""
+    source = Path(path)
+    if not source.is_file():
+        raise RecordError(str(source), "file", "no such labels file")
+    data = load_json(source)
+    where = str(source)
+    if isinstance(data, dict) and isinstance(data.get("instances"), list):
+        outcomes: dict[str, bool] = {}
+        for i, item in enumerate(data["instances"]):
+            if not isinstance(item, dict) or "instance_id" not in item or not isinstance(item.get("resolved"), bool):
+                raise RecordError(where, f"instances[{i}]", "expected {instance_id, resolved: true|false}")
+            outcomes[str(item["instance_id"])] = item["resolved"]
+        return Labels(where, outcomes)
+    if isinstance(data, dict) and isinstance(data.get("resolved"), list):
+        outcomes = {str(i): True for i in data["resolved"]}
+        failed = [name for name in _FAILED_LISTS if isinstance(data.get(name), list)]
+        for name in failed:
+            outcomes.update({str(i): False for i in data[name] if str(i) not in outcomes})
+        return Labels(where, outcomes, resolved_only=not failed)
+    if isinstance(data, dict) and data and all(isinstance(v, bool) for v in data.values()):
+        return Labels(where, {str(k): v for k, v in data.items()})
+    raise RecordError(
+        where,
+        "top level",
+        "not a labels file: expected SWE-bench results.json ({'resolved': [ids]}), mini-swe-agent "
+        "results_summary.json ({'instances': [...]}) or {run_id: true|false}",
+    )

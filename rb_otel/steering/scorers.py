@@ -1,0 +1,196 @@
+"""Scorers: what turns a step (and the run so far) into ``rb.difficulty``.
+
+A :class:`Scorer` is shared by every run; ``start_run(agent, task_id)`` gives the :class:`RunScorer` of one run,
+which sees each step once, in order, and answers with a float in [0, 1]. ``risk()`` is the run-level risk
+(``rb.risk`` on the run span) and ``finish()`` tells the scorer the run ended (the pilot folds it into the agent's
+baseline; nothing is learned from outcomes).
+
+Three ways to choose one (``resolve_scorer``):
+
+* ``"heuristic"`` (the default): ReasonBlocks' ``score_step(thought)``, exactly as documented; the run risk is
+  the mean of its scores.
+* ``"pilot"``: :class:`rb_otel.steering.pilot.PilotScorer`, a calibrated probability that the run is failing.
+* a callable ``fn(step, steps_so_far) -> float`` (``steps_so_far`` includes ``step``), or any object with
+  ``name`` and ``start_run``. A plain ``fn(thought) -> float`` is what ``score_fn=`` has always taken; pass it
+  there, or wrap it with :func:`text_scorer`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from rb_otel.steering.scoring import score_step
+
+__all__ = [
+    "SCORER_NAMES",
+    "FunctionScorer",
+    "HeuristicScorer",
+    "RunScorer",
+    "Scorer",
+    "ScorerStep",
+    "resolve_scorer",
+    "text_scorer",
+]
+
+#: The names ``resolve_scorer`` accepts.
+SCORER_NAMES = ("heuristic", "pilot")
+
+
+@dataclass(frozen=True, slots=True)
+class ScorerStep:
+    """One step as a scorer sees it.
+
+    ``thought`` includes reasoning/thinking content and reasoning written into a ``think`` tool's arguments;
+    ``action``/``action_input`` are the first acting tool call (``None`` for a text-only turn); ``observation``
+    is what the agent saw next (tool result, or the user's reply); ``error`` is true when that result was an
+    error (a tool error status, a non-zero exit code, a harness format error); ``tokens`` the call's tokens.
+    """
+
+    thought: str
+    action: str | None = None
+    action_input: str | None = None
+    observation: str | None = None
+    error: bool = False
+    tokens: int = 0
+
+
+class RunScorer(Protocol):
+    """The scorer of one run: sees each step once, in order."""
+
+    def score(self, step: ScorerStep) -> float:
+        """The difficulty (or risk) after ``step``, in [0, 1], from this step and the earlier ones only."""
+        ...
+
+    def risk(self) -> float | None:
+        """The run-level risk so far (``None`` before any step)."""
+        ...
+
+    def finish(self) -> None:
+        """The run ended; called at most once."""
+        ...
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Shared by every run; ``name`` goes on spans as ``rb.scorer``."""
+
+    name: str
+
+    def start_run(self, agent: str = "", task_id: str = "") -> RunScorer: ...
+
+
+class _MeanRisk:
+    """Keeps the mean of the scores given: the run risk of scorers that have no better one."""
+
+    __slots__ = ("_n", "_total")
+
+    def __init__(self) -> None:
+        self._total = 0.0
+        self._n = 0
+
+    def add(self, value: float) -> float:
+        self._total += value
+        self._n += 1
+        return value
+
+    def risk(self) -> float | None:
+        return self._total / self._n if self._n else None
+
+
+class _TextRun(_MeanRisk):
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[str], float]) -> None:
+        super().__init__()
+        self._fn = fn
+
+    def score(self, step: ScorerStep) -> float:
+        return self.add(self._fn(step.thought))
+
+    def finish(self) -> None:
+        return None
+
+
+class HeuristicScorer:
+    """ReasonBlocks' documented heuristic: ``score_step(step.thought)``; the run risk is the mean score."""
+
+    name = "heuristic"
+
+    def __init__(self, fn: Callable[[str], float] = score_step, name: str | None = None) -> None:
+        self._fn = fn
+        if name is not None:
+            self.name = name
+
+    def start_run(self, agent: str = "", task_id: str = "") -> RunScorer:
+        return _TextRun(self._fn)
+
+
+def text_scorer(fn: Callable[[str], float]) -> HeuristicScorer:
+    """A scorer from a ``fn(thought) -> float`` (what ``score_fn=`` takes), named after the function."""
+    return HeuristicScorer(fn, name=_callable_name(fn))
+
+
+class _FunctionRun(_MeanRisk):
+    __slots__ = ("_fn", "_steps")
+
+    def __init__(self, fn: Callable[[ScorerStep, Sequence[ScorerStep]], float]) -> None:
+        super().__init__()
+        self._fn = fn
+        self._steps: list[ScorerStep] = []
+
+    def score(self, step: ScorerStep) -> float:
+        self._steps.append(step)
+        return self.add(self._fn(step, self._steps))
+
+    def finish(self) -> None:
+        self._steps = []
+
+
+class FunctionScorer:
+    """A scorer from ``fn(step, steps_so_far) -> float``; the run risk is the mean of its scores."""
+
+    def __init__(self, fn: Callable[[ScorerStep, Sequence[ScorerStep]], float], name: str | None = None) -> None:
+        self._fn = fn
+        self.name = name or _callable_name(fn)
+
+    def start_run(self, agent: str = "", task_id: str = "") -> RunScorer:
+        return _FunctionRun(self._fn)
+
+
+def _callable_name(fn: Any) -> str:
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    return str(name)[:64]
+
+
+def resolve_scorer(scorer: str | Scorer | Callable[..., float] | None) -> Scorer:
+    """The scorer named or given; ``None`` is the heuristic. Raises ``ValueError``/``TypeError`` at the boundary.
+
+    A callable must take two positional arguments ``(step, steps_so_far)``; one taking a single argument is a
+    text scorer and is rejected here with a pointer to ``score_fn=``, so a mix-up fails at construction.
+    """
+    if scorer is None or scorer == "heuristic":
+        return HeuristicScorer()
+    if scorer == "pilot":
+        from rb_otel.steering.pilot import PilotScorer
+
+        return PilotScorer()
+    if isinstance(scorer, str):
+        raise ValueError(f"unknown scorer {scorer!r}; choose {' or '.join(SCORER_NAMES)}, or pass a callable")
+    if isinstance(scorer, Scorer):
+        return scorer
+    if callable(scorer):
+        try:
+            params = inspect.signature(scorer).parameters.values()
+        except (TypeError, ValueError):  # a builtin without a signature: trust it
+            return FunctionScorer(scorer)
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(positional) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in params):
+            raise TypeError(
+                f"scorer {_callable_name(scorer)!r} takes one argument; a scorer callable takes (step, steps_so_far). "
+                "For a fn(thought) -> float pass score_fn= instead (or rb_otel.steering.scorers.text_scorer(fn))"
+            )
+        return FunctionScorer(scorer)
+    raise TypeError(f"scorer must be 'heuristic', 'pilot', a Scorer or a callable, got {type(scorer).__name__}")

@@ -39,6 +39,7 @@ train-pilot: $(STAMP)
 ## bench: steering core, middleware overhead, floors, and rb-otel vs peers in fresh processes (numbers, not assertions)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_steering.py
+	$(BIN)/python benchmarks/bench_pilot.py
 	$(BIN)/python benchmarks/bench_middleware.py
 	$(BIN)/python benchmarks/bench_floors.py
 	$(BIN)/python benchmarks/bench_export.py

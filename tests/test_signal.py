@@ -1,0 +1,371 @@
+"""The steering signal on real runs: the public trajectory formats, labels, scorers, the pilot and ``evaluate``.
+
+Real runs come from ``../shared/data/signal`` (unpacked per session into a temporary folder: a slice of the
+mini-swe-agent runs and every tau2-bench file). No test asserts a figure fitted on the data it checks: the
+pilot is tested for its contracts (range, prefix-only, determinism, baselines), not for its AUROC.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Otel
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage
+
+from rb_otel import ReasonBlocks
+from rb_otel.cli import main
+from rb_otel.evaluation import EvaluationError, evaluate
+from rb_otel.evaluation.metrics import auroc
+from rb_otel.importers import RecordError, detect, replay
+from rb_otel.importers.formats.mini_swe_agent import split_response
+from rb_otel.importers.labels import load_labels
+from rb_otel.steering.fsm import DifficultyFSM
+from rb_otel.steering.injections import create_injections
+from rb_otel.steering.judge import JudgeScorer
+from rb_otel.steering.pilot import BaselineStore, PilotScorer, pilot_fsm_thresholds
+from rb_otel.steering.scorers import ScorerStep, resolve_scorer
+from rb_otel.steering.scoring import score_step
+from rb_otel.steering.session import SteeringSession
+from rb_otel.steering.state import TraceStateManager
+from rb_otel.testing import ScriptedChatModel
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SIGNAL = SHARED / "signal"
+needs_signal = pytest.mark.skipif(not SIGNAL.is_dir(), reason=f"signal data not found at {SIGNAL}")
+MINI_SLICE = 12
+
+
+@pytest.fixture(scope="session")
+def signal_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """tau2-bench files and the first MINI_SLICE mini-swe-agent runs with their results_summary.json."""
+    if not SIGNAL.is_dir():
+        pytest.skip(f"signal data not found at {SIGNAL}")
+    root = tmp_path_factory.mktemp("signal")
+    with tarfile.open(SIGNAL / "tau2_grok.tar.xz") as tar:
+        tar.extractall(root, filter="data")
+    mini = root / "mini"
+    mini.mkdir()
+    with tarfile.open(SIGNAL / "mini_swe_agent_gemini3pro.tar.xz") as tar:
+        taken = 0
+        for member in tar:
+            name = Path(member.name).name
+            if name == "results_summary.json" or (name.endswith(".traj.json") and taken < MINI_SLICE):
+                taken += name.endswith(".traj.json")
+                member.name = name
+                tar.extract(member, mini, filter="data")
+    summary = mini / "results_summary.json"
+    labels = root / "labels.json"
+    summary.rename(labels)
+    return {"tau2": root / "tau2_grok", "mini": mini, "labels": labels}
+
+
+# -- importers -----------------------------------------------------------------------------------------------
+
+
+@needs_signal
+def test_tau2_results_file(signal_data: dict[str, Path], otel: Otel) -> None:
+    path = max(signal_data["tau2"].glob("*.json"), key=lambda p: p.stat().st_size)
+    data = json.loads(path.read_text())
+    assert detect(path) == "tau2_bench"
+    results = replay(path, tracer_provider=otel.tracer_provider)
+    assert [r.run_id for r in results] == [s["id"] for s in data["simulations"]]
+    for result, sim in zip(results, data["simulations"], strict=True):
+        assert (result.outcome == "success") == (sim["reward_info"]["reward"] >= 1)
+        assert result.step_count == sum(m["role"] == "assistant" for m in sim["messages"])
+        assert result.agent_name.endswith(":" + data["info"]["environment_info"]["domain_name"])
+    calls = [m["tool_calls"][0]["name"] for s in data["simulations"] for m in s["messages"] if m.get("tool_calls")]
+    tools = [s for s in otel.spans("execute_tool") if s.name.startswith("execute_tool ")]
+    assert len(tools) >= len(calls) > 0
+
+
+@needs_signal
+def test_mini_swe_agent_trajectory(signal_data: dict[str, Path]) -> None:
+    path = sorted(signal_data["mini"].glob("*.traj.json"))[0]
+    data = json.loads(path.read_text())
+    assert detect(path) == "mini_swe_agent"
+    from rb_otel.importers.formats import mini_swe_agent
+
+    [run] = list(mini_swe_agent.read(path, []))
+    assistant = [m for m in data["messages"] if m["role"] == "assistant"]
+    steps = list(run.steps)
+    assert len(steps) == len(assistant) and run.outcome == "unlabelled"
+    for step, message in zip(steps, assistant, strict=True):
+        thought, commands = split_response(message["content"])
+        assert "```bash\n" not in thought or len(commands) != 1
+        if len(commands) == 1:
+            assert step.action == "bash" and step.action_input == commands[0][:2000]
+            assert step.tools[0].result is not None
+        else:
+            assert step.error_type == "format_error" and not step.tools
+
+
+def test_mini_swe_agent_return_codes_and_format_errors(tmp_path: Path) -> None:
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": "THOUGHT: look\n\n```bash\nls\n```"},
+        {"role": "user", "content": "<returncode>2</returncode>\n<output>no</output>"},
+        {"role": "assistant", "content": "two\n```bash\na\n```\n```bash\nb\n```"},
+        {"role": "user", "content": "Please always provide EXACTLY ONE action"},
+    ]
+    path = tmp_path / "x.traj.json"
+    path.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": messages, "info": {}}))
+    [result] = replay(path, scorer="pilot", keep_steps=True)
+    from rb_otel.importers.formats import mini_swe_agent
+
+    [run] = list(mini_swe_agent.read(path, []))
+    first, second = run.steps
+    assert first.thought == "look" and first.tools[0].error == "exit code 2" and first.failed
+    assert second.error_type == "format_error" and second.failed
+    assert result.outcome == "unlabelled" and result.step_count == 2
+
+
+def test_mini_swe_agent_malformed_top_level(tmp_path: Path) -> None:
+    path = tmp_path / "bad.traj.json"
+    path.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": "nope"}))
+    with pytest.raises(RecordError, match=r"bad\.traj\.json: top level: expected an object with a 'messages' list"):
+        replay(path)
+
+
+@needs_signal
+def test_tau_bench_results_list_skips_a_malformed_element(tmp_path: Path, otel: Otel) -> None:
+    runs = [json.loads((SHARED / "tau_bench" / name).read_text()) for name in sorted(
+        p.name for p in (SHARED / "tau_bench").glob("*.json"))]  # fmt: skip
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps([runs[0], {"task_id": 1, "reward": "x", "traj": []}, runs[1]]))
+    assert detect(path) == "tau_bench"
+    results = replay(path, tracer_provider=otel.tracer_provider)
+    assert [r.run_id for r in results] == [f"task-{r['task_id']}-trial-{r['trial']}" for r in (runs[0], runs[1])]
+    assert [r.outcome == "success" for r in results] == [r["reward"] >= 1 for r in (runs[0], runs[1])]
+    [problem] = results[0].problems
+    assert problem.where == "element 1" and "reward" in problem.problem
+
+
+def test_swe_agent_exit_status_in_any_case(tmp_path: Path) -> None:
+    for status, outcome in (("Submitted", "success"), ("submitted (exit_cost)", "success"), ("exit_format", "failure")):
+        path = tmp_path / f"{outcome}.traj"
+        path.write_text(json.dumps({"trajectory": [{"thought": "t", "action": "ls"}], "info": {"exit_status": status}}))
+        [result] = replay(path)
+        assert result.outcome.startswith(outcome)
+
+
+@needs_signal
+def test_directory_replay_with_labels_and_rescore_spans(signal_data: dict[str, Path], otel: Otel) -> None:
+    labels = load_labels(signal_data["labels"])
+    results = replay(signal_data["mini"], scorer="pilot", labels=labels, tracer_provider=otel.tracer_provider)
+    assert len(results) == MINI_SLICE
+    for result in results:
+        assert result.outcome == ("success" if labels[result.run_id] else "failure: unresolved")
+        assert result.risk is not None and 0.0 <= result.risk <= 1.0
+        assert result.max_state in ("NORMAL", "SLOW", "SKIP", "FAST")
+        assert len(result.monitor_scores) == result.step_count
+    chats = otel.spans("chat")
+    scored = [dict(s.attributes or {}) for s in chats if "rb.difficulty" in (s.attributes or {})]
+    assert scored and all(a["rb.scorer"] == "pilot/1" for a in scored)
+    assert all("rb.monitor.composite" in a for a in scored)
+    roots = otel.spans("invoke_agent")
+    assert {s.attributes["rb.run_id"]: s.attributes["rb.risk"] for s in roots} == {  # type: ignore[index]
+        r.run_id: pytest.approx(r.risk) for r in results
+    }
+
+
+# -- labels --------------------------------------------------------------------------------------------------
+
+
+def test_label_file_shapes(tmp_path: Path) -> None:
+    swe = tmp_path / "results.json"
+    swe.write_text(json.dumps({"resolved": ["a"], "unresolved": ["b"]}))
+    only = tmp_path / "resolved_only.json"
+    only.write_text(json.dumps({"resolved": ["a"]}))
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"a": True, "b": False}))
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"instances": [{"instance_id": "a", "resolved": True}]}))
+    assert [load_labels(swe).outcome_of(x) for x in "abc"] == [True, False, None]
+    assert [load_labels(only).outcome_of(x) for x in "ab"] == [True, False]
+    assert [load_labels(plain).outcome_of(x) for x in ("a", "b", "a.traj")] == [True, False, True]
+    assert load_labels(summary).outcome_of("a") is True
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"instances": [{"instance_id": "a"}]}))
+    with pytest.raises(RecordError, match=r"bad\.json: instances\[0\]"):
+        load_labels(bad)
+    with pytest.raises(RecordError, match="no such labels file"):
+        load_labels(tmp_path / "missing.json")
+
+
+# -- scorers -------------------------------------------------------------------------------------------------
+
+step_strategy = st.builds(
+    ScorerStep,
+    thought=st.text(max_size=300),
+    action=st.one_of(st.none(), st.sampled_from(["bash", "edit", "search"])),
+    action_input=st.one_of(st.none(), st.text(max_size=80)),
+    observation=st.one_of(st.none(), st.text(max_size=80)),
+    error=st.booleans(),
+    tokens=st.integers(0, 10_000),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=st.lists(st.lists(step_strategy, min_size=1, max_size=25), min_size=1, max_size=4))
+def test_pilot_scores_are_probabilities_from_the_prefix_only(runs: list[list[ScorerStep]]) -> None:
+    first, second = PilotScorer(), PilotScorer()
+    for steps in runs:
+        full = first.start_run("agent|m")
+        scores = [full.score(s) for s in steps]
+        assert all(0.0 < v < 1.0 and math.isfinite(v) for v in scores)
+        assert full.risk() == scores[-1]
+        # The same prefix, scored by a scorer with the same history, gives the same scores: no look-ahead.
+        cut = len(steps) // 2 + 1
+        prefix = second.start_run("agent|m")
+        assert [prefix.score(s) for s in steps[:cut]] == scores[:cut]
+        for s in steps[cut:]:
+            prefix.score(s)
+        full.finish()
+        prefix.finish()
+
+
+def test_pilot_baselines_are_per_agent_bounded_and_persisted(tmp_path: Path) -> None:
+    path = tmp_path / "baselines.json"
+    scorer = PilotScorer(baselines=BaselineStore(path, max_agents=2))
+    run = [ScorerStep(thought="look at the file", action="bash", action_input="ls")] * 4
+    for agent in ("a", "b", "c"):
+        one = scorer.start_run(agent)
+        for step in run:
+            one.score(step)
+        one.finish()
+    assert len(scorer.baselines) == 2  # "a" was the least recently used
+    reloaded = PilotScorer(baselines=path)
+    again, fresh = reloaded.start_run("c"), PilotScorer().start_run("c")
+    learned = [again.score(s) for s in run]
+    assert learned != [fresh.score(s) for s in run]  # the baseline of "c" came back
+    same = scorer.start_run("c")
+    assert learned == [same.score(s) for s in run]
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="not a pilot baseline file"):
+        BaselineStore(path)
+
+
+def test_a_callable_scorer_sees_the_step_and_the_run_so_far() -> None:
+    seen: list[tuple[str, int]] = []
+
+    def by_errors(step: ScorerStep, steps: Sequence[ScorerStep]) -> float:
+        seen.append((step.thought, len(steps)))
+        return sum(s.error for s in steps) / len(steps)
+
+    session = _session(scorer=by_errors)
+    for thought, error in (("a", False), ("b", True), ("c", True)):
+        session.end_step(session.begin_step(thought=thought, error=error))
+    assert seen == [("a", 1), ("b", 2), ("c", 3)]
+    assert [e.difficulty for e in session.step_log] == [0.0, 0.5, pytest.approx(2 / 3)]
+    assert session.scorer_name == "by_errors" and session.risk == pytest.approx((0 + 0.5 + 2 / 3) / 3)
+
+
+def test_scorer_boundary_errors() -> None:
+    with pytest.raises(ValueError, match="unknown scorer 'pilott'"):
+        resolve_scorer("pilott")
+    with pytest.raises(TypeError, match="takes one argument"):
+        resolve_scorer(lambda thought: 0.5)
+    with pytest.raises(ValueError, match=r"score_fn .* or scorer, not both"):
+        ReasonBlocks(score_fn=score_step, scorer="pilot")
+
+
+@settings(max_examples=40, deadline=None)
+@given(thoughts=st.lists(st.text(max_size=200), min_size=1, max_size=10))
+def test_the_default_stays_the_documented_heuristic(thoughts: list[str]) -> None:
+    rb_default, rb_named = ReasonBlocks(live_streaming_enabled=False), ReasonBlocks(scorer="heuristic")
+    sessions = [rb_default.new_session(), rb_named.new_session()]
+    for session in sessions:
+        for thought in thoughts:
+            session.end_step(session.begin_step(thought=thought))
+    expected = [score_step(t) for t in thoughts]
+    for session in sessions:
+        assert [e.difficulty for e in session.step_log] == expected
+    assert rb_default.scorer_name == rb_named.scorer_name == "heuristic"
+
+
+def test_pilot_preset_on_reasonblocks() -> None:
+    rb = ReasonBlocks(scorer="pilot", live_streaming_enabled=False)
+    preset = pilot_fsm_thresholds()
+    assert preset and {k: getattr(rb.fsm.thresholds, k) for k in preset} == preset
+    overridden = ReasonBlocks(scorer="pilot", fsm_thresholds={"slow_window": 9})
+    assert overridden.fsm.thresholds.slow_window == 9
+
+
+def test_judge_scorer_with_a_scripted_model() -> None:
+    model = ScriptedChatModel(script=[AIMessage(content="Probability of failure: 0.9")])
+    prompts: list[str] = []
+
+    def ask(prompt: str) -> str:
+        prompts.append(prompt)
+        return model.invoke(prompt).text
+
+    judge = JudgeScorer(ask, every=2, weight=1.0, base="heuristic")
+    run = judge.start_run()
+    steps = [ScorerStep(thought=f"step {i}", action="bash", action_input="ls", observation="ok") for i in range(4)]
+    scores = [run.score(s) for s in steps]
+    assert scores[1] == scores[3] == 0.9 and scores[0] == score_step("step 0")
+    assert len(prompts) == 2 and "action: bash 'ls'" in prompts[0]
+    silent = JudgeScorer(lambda p: "no idea", every=1, base="heuristic").start_run()
+    assert silent.score(steps[0]) == score_step("step 0")  # no number: the base score
+    failing = JudgeScorer(lambda p: 1 / 0, every=1, base="heuristic").start_run()  # type: ignore[arg-type,return-value]
+    assert failing.score(steps[0]) == score_step("step 0")
+
+
+def _session(**kwargs: Any) -> SteeringSession:
+    return SteeringSession(
+        score_fn=score_step,
+        fsm=DifficultyFSM(),
+        state_manager=TraceStateManager(),
+        injections=create_injections(e_traces_enabled=False),
+        **kwargs,
+    )
+
+
+# -- evaluate ------------------------------------------------------------------------------------------------
+
+
+def test_auroc_matches_pairwise_counting() -> None:
+    y = [True, False, True, False, True]
+    s = [0.9, 0.1, 0.4, 0.4, 0.2]
+    pairs = [(a, b) for a, ya in zip(s, y, strict=True) if ya for b, yb in zip(s, y, strict=True) if not yb]
+    expected = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs)
+    assert auroc(y, s) == pytest.approx(expected)
+
+
+@needs_signal
+def test_evaluate_cli_writes_json_and_html(
+    signal_data: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json, out_html = tmp_path / "e.json", tmp_path / "e.html"
+    argv = [str(signal_data["mini"]), "--labels", str(signal_data["labels"])]
+    assert main(["evaluate", *argv, "--json", str(out_json), "--html", str(out_html), "--quiet"]) == 0
+    report = json.loads(out_json.read_text())
+    assert report["runs"] == MINI_SLICE and report["scorer"] == "pilot/1"
+    names = {s["name"] for s in report["signals"]}
+    assert {"score at the last step", "most severe FSM state", "characters written", "steps"} <= names
+    assert sum(sum(c.values()) for c in report["states_reached"].values()) == MINI_SLICE
+    page = out_html.read_text()
+    assert "data:image/png;base64," in page and "Calibration" in page
+    assert "score at the last step" in capsys.readouterr().out
+
+
+@needs_signal
+def test_evaluate_bad_inputs(signal_data: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(EvaluationError, match="carry no outcome; pass --labels FILE"):
+        evaluate([signal_data["mini"]])
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"nobody": True}))
+    with pytest.raises(EvaluationError, match=r"match no run; runs look like: .*; labels look like: nobody"):
+        evaluate([signal_data["mini"]], labels=wrong)
+    out = tmp_path / "never.json"
+    assert main(["evaluate", str(signal_data["mini"]), "--json", str(out), "--quiet"]) == 2
+    assert not out.exists()  # nothing half-written

@@ -369,3 +369,37 @@ def test_evaluate_bad_inputs(signal_data: dict[str, Path], tmp_path: Path) -> No
     out = tmp_path / "never.json"
     assert main(["evaluate", str(signal_data["mini"]), "--json", str(out), "--quiet"]) == 2
     assert not out.exists()  # nothing half-written
+
+
+# -- monitors on bash-only agents ----------------------------------------------------------------------------
+
+
+def _features(command: str, action: str = "bash") -> Any:
+    from rb_otel.steering.monitors.features import _compute
+    from rb_otel.types import StepRecord
+
+    return _compute(StepRecord(step_index=0, thought="t", action=action, action_input=command, difficulty=0.5))
+
+
+@pytest.mark.parametrize(
+    ("command", "edit"),
+    [
+        ("sed -i 's/a/b/' src/x.py", True),
+        ("cat > fix.py <<'EOF'\nprint(1)\nEOF", True),
+        ("echo hi | tee out.txt", True),
+        ("git apply fix.diff", True),
+        ("grep -n foo src/a.py", False),
+        ("python t.py > /dev/null 2>&1", False),
+    ],
+)
+def test_shell_edits_count_as_edits(command: str, edit: bool) -> None:
+    assert _features(command).is_edit is edit
+    assert _features(command, action="search").is_edit is False  # only shell actions are read as commands
+
+
+@settings(max_examples=50, deadline=None)
+@given(names=st.lists(st.from_regex(r"[a-z]{2,6}\.[a-z]{2,6}(\.[a-z]{2,5})?", fullmatch=True), min_size=1, max_size=6))
+def test_names_inside_a_heredoc_are_not_paths(names: list[str]) -> None:
+    body = "\n".join(f"x = {name}(1)" for name in names)
+    features = _features(f"cat > src/fix.py <<'EOF'\n{body}\nEOF\npython src/fix.py")
+    assert features.paths == frozenset({"src/fix.py"}) and features.is_edit

@@ -2,6 +2,10 @@
 
 Tool vocabularies (our choice, documented in the README): edit tools are the v0 list; test, read and submit
 tools are matched on the action name, and shell actions count as tests when their input runs a test runner.
+Bash-only agents edit through the shell: a shell action (``SHELL_TOOLS``) counts as an edit when its command
+writes a file (``sed -i``, ``perl -i``, ``tee``, ``patch``, ``git apply``, or a ``>``/``>>`` redirection into a
+named file, heredocs included), and the paths a shell action touches are read from the command itself, never from
+the body of a heredoc (code the agent writes names modules, not files it touches).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import NamedTuple
 from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, jaccard, names_a_path, tokens
 from rb_otel.types import StepRecord
 
-__all__ = ["EDIT_TOOLS", "FeatureCache", "RunLinks", "StepFeatures", "linked"]
+__all__ = ["EDIT_TOOLS", "SHELL_TOOLS", "FeatureCache", "RunLinks", "StepFeatures", "linked", "shell_command"]
 
 EDIT_TOOLS = frozenset(
     {"edit", "write", "str_replace", "str_replace_editor", "patch", "apply_patch", "create_file", "overwrite"}
@@ -25,6 +29,12 @@ TEST_TOOLS = frozenset({"pytest", "test", "run_tests", "npm test", "cargo test",
 READ_TOOLS = frozenset({"read", "read_file", "cat", "view", "open", "open_file", "view_file", "show_file"})
 SUBMIT_TOOLS = frozenset({"submit", "finish", "final_answer", "done", "complete", "answer"})
 
+SHELL_TOOLS = frozenset({"bash", "sh", "shell", "execute_bash", "run_shell", "terminal", "execute_command", "cmd"})
+_SHELL_EDIT = re.compile(
+    r"\bsed\s+(?:-[a-z]*\s+)*-[a-z]*i|\bperl\s+-[a-z]*i|\btee\b|\bpatch\b|\bgit\s+apply\b"
+    r"|(?<![0-9&<>])>>?\s*(?!&|/dev/null)['\"]?[\w./-]*\w\.\w+"
+)
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1([^\n]*)\n.*?(?:\n\2\b|\Z)", re.DOTALL)
 _TEST_INPUT = re.compile(r"\b(?:pytest|unittest|tox|nox|npm (?:run )?test|cargo test|go test|make test|jest)\b")
 _TEST_KEYS = ("pytest", "unittest", "tox", "nox", "test", "jest")
 # Substrings, not words: "KeyError" and "errors" count too. Cheap on long observations.
@@ -197,9 +207,18 @@ class StepFeatures:
     path_gaps: tuple[int, ...] = ()
 
 
+def shell_command(action_input: str) -> str:
+    """A shell command with heredoc bodies removed (the ``<<EOF`` line and what follows it on that line stay)."""
+    if "<<" not in action_input:
+        return action_input
+    return _HEREDOC.sub(lambda m: f"<< {m.group(3)}", action_input)
+
+
 def _compute(record: StepRecord) -> StepFeatures:
     action = (record.action or "").strip().lower()
     action_input = (record.action_input or "")[:MAX_TEXT_CHARS].lower()
+    shell = action in SHELL_TOOLS
+    command = shell_command(action_input) if shell else action_input
     observation = (record.observation or "")[:MAX_TEXT_CHARS].lower()
     text = record.thought if len(record.thought) <= MAX_TEXT_CHARS else record.thought[:MAX_TEXT_CHARS]
     thought, words = tokens(text)  # usually already tokenised by the scorer
@@ -208,13 +227,13 @@ def _compute(record: StepRecord) -> StepFeatures:
         action=action,
         thought_words=content_words(text),
         input_words=content_words(_input_text(action_input)),
-        paths=_paths(action_input),
+        paths=_paths(command),
         declares_done=_DONE.found(present, thought),
         recaps=_RECAP.found(present, thought),
         announces_switch=_SWITCH.found(present, thought),
         retractions=len(_RETRACTION.findall(thought)) if not present.isdisjoint(_RETRACTION_GATE) else 0,
         claims=_claims(thought) if not present.isdisjoint(_CLAIM_GATE) else frozenset(),
-        is_edit=action in EDIT_TOOLS,
+        is_edit=action in EDIT_TOOLS or (shell and _SHELL_EDIT.search(command) is not None),
         is_test=action in TEST_TOOLS or (_has_any(action_input, _TEST_KEYS) and bool(_TEST_INPUT.search(action_input))),
         is_read=action in READ_TOOLS,
         is_submit=action in SUBMIT_TOOLS,

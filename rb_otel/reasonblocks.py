@@ -114,6 +114,8 @@ class ReasonBlocks:
         self.scorer: Scorer | None = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
         preset = pilot_fsm_thresholds(self.scorer.model) if isinstance(self.scorer, PilotScorer) else {}
         self.fsm = DifficultyFSM(**{**preset, **dict(fsm_thresholds or {})})
+        # With the pilot and no thresholds of the caller's, each run gets the pilot's preset relative to its agent.
+        self._per_run_fsm = isinstance(self.scorer, PilotScorer) and not fsm_thresholds
         self.e_traces_enabled = bool(e_traces_enabled)
         self.live_streaming_enabled = bool(live_streaming_enabled)
         self.task_profile = task_profile
@@ -173,7 +175,7 @@ class ReasonBlocks:
             metadata["monitor_weights"] = self.monitor_weights
         return SteeringSession(
             score_fn=self.score_fn,
-            fsm=self.fsm,
+            fsm=None if self._per_run_fsm else self.fsm,
             state_manager=TraceStateManager(run_id, token_budget=self.token_budget),
             injections=self.new_injections(),
             model_routing=self.router.ids if self._router is not None else None,

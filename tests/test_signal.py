@@ -403,3 +403,75 @@ def test_names_inside_a_heredoc_are_not_paths(names: list[str]) -> None:
     body = "\n".join(f"x = {name}(1)" for name in names)
     features = _features(f"cat > src/fix.py <<'EOF'\n{body}\nEOF\npython src/fix.py")
     assert features.paths == frozenset({"src/fix.py"}) and features.is_edit
+
+
+# -- the pilot live, in a LangChain agent, and its relative FSM ----------------------------------------------
+
+
+def test_pilot_in_a_live_agent_stamps_scorer_and_risk(otel: Otel) -> None:
+    from conftest import add, calc_script
+    from langchain.agents import create_agent
+
+    rb = ReasonBlocks(scorer="pilot", tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    mw = rb.middleware(agent_name="calc")
+    agent = create_agent(ScriptedChatModel(script=calc_script()), [add], middleware=[mw], system_prompt="Add.")
+    out = agent.invoke({"messages": [("user", "what is 1+2?")]})
+    scored = [dict(s.attributes or {}) for s in otel.spans("chat") if "rb.difficulty" in (s.attributes or {})]
+    assert len(scored) == 4 and {a["rb.scorer"] for a in scored} == {"pilot/1"}
+    root = dict(otel.spans("invoke_agent")[0].attributes or {})
+    assert root["rb.risk"] == pytest.approx(out["rb_step_log"][-1]["difficulty"], abs=1e-4)
+    assert rb.scorer is not None and len(rb.scorer.baselines) == 1  # the run taught its agent's baseline
+
+
+def test_heuristic_runs_carry_scorer_and_mean_risk(otel: Otel) -> None:
+    from conftest import add, calc_script
+    from langchain.agents import create_agent
+
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent = create_agent(
+        ScriptedChatModel(script=calc_script()), [add], middleware=[rb.middleware(agent_name="c")], system_prompt="x"
+    )
+    out = agent.invoke({"messages": [("user", "go")]})
+    scores = [e["difficulty"] for e in out["rb_step_log"] if "difficulty" in e]
+    assert {dict(s.attributes or {}).get("rb.scorer") for s in otel.spans("chat")} >= {"heuristic"}
+    root = dict(otel.spans("invoke_agent")[0].attributes or {})
+    assert root["rb.risk"] == pytest.approx(sum(scores) / len(scores), abs=1e-3)
+
+
+def test_pilot_thresholds_become_relative_to_the_agent() -> None:
+    from rb_otel.steering.pilot import RELATIVE_AFTER
+
+    scorer = PilotScorer()
+    calm = [ScorerStep(thought="Reading the file to find the function.", action="bash", action_input=f"cat f{i}.py",
+                       observation="ok", tokens=1000 + 100 * i) for i in range(6)]  # fmt: skip
+    for _ in range(RELATIVE_AFTER - 1):
+        run = scorer.start_run("a")
+        assert run.fsm_thresholds() == pilot_fsm_thresholds()  # too few runs: the model's fixed preset
+        for step in calm:
+            run.score(step)
+        run.finish()
+    run = scorer.start_run("a")
+    for step in calm:
+        run.score(step)
+    run.finish()
+    relative = scorer.start_run("a").fsm_thresholds()
+    peaks = sorted(scorer.baselines.get("a").quantile("peak_slow", q) or 0 for q in (0.0, 1.0))
+    assert peaks[0] <= relative["slow_threshold"] <= max(peaks[1], relative["fast_threshold"] + 0.1)
+    # A run far outside this agent's normal reaches SLOW under its relative thresholds; a normal one does not.
+    struggling = [ScorerStep(thought="Hmm, maybe wait, perhaps the error is elsewhere? Not sure, try again.",
+                             action="bash", action_input="python t.py", observation="Traceback", error=True,
+                             tokens=50_000) for _ in range(12)]  # fmt: skip
+    states = {}
+    for name, steps in (("calm", calm), ("struggling", struggling)):
+        one = scorer.start_run("a")
+        fsm = DifficultyFSM(**one.fsm_thresholds())
+        from rb_otel.types import FSMState
+
+        state, history = FSMState.INIT, []
+        worst = state
+        for step in steps:
+            history.append(one.score(step))
+            state = fsm.transition(state, history)
+            worst = max(worst, state, key=lambda s: s.severity)
+        states[name] = worst.value
+    assert states == {"calm": "NORMAL", "struggling": states["struggling"]} and states["struggling"] in ("SLOW", "SKIP")

@@ -167,15 +167,21 @@ def evaluate(
     shared = resolve_scorer(scorer)
     results: list[ReplayResult] = []
     problems: list[ImportProblem] = []
-    for path in paths:
-        found = replay(
-            path,
-            format=format,
-            scorer=shared,
-            labels=outcomes,
-            tracer_provider=trace.NoOpTracerProvider(),
-            meter_provider=otel_metrics.NoOpMeterProvider(),
-        )
+    for path, in_directory in _files(paths):
+        try:
+            found = replay(
+                path,
+                format=format,
+                scorer=shared,
+                labels=outcomes,
+                tracer_provider=trace.NoOpTracerProvider(),
+                meter_provider=otel_metrics.NoOpMeterProvider(),
+            )
+        except RecordError as exc:
+            if not in_directory:
+                raise
+            problems.append(ImportProblem(exc.path, exc.where, exc.problem))  # e.g. a labels file among the runs
+            continue
         results += found
         problems += [p for p in (found[0].problems if found else []) if p not in problems]
         if progress is not None:
@@ -206,6 +212,18 @@ def evaluate(
         problems=problems,
         unlabelled=len(results) - len(labelled),
     )
+
+
+def _files(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
+    """``(file, found in a directory)``: directories expanded to their files in name order, so progress is per
+    file; a path that does not exist is kept, for replay to report."""
+    out: list[tuple[Path, bool]] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            out += [(p, True) for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
+        else:
+            out.append((path, False))
+    return out
 
 
 def _signals(runs: list[RunOutcome]) -> list[Signal]:
@@ -242,7 +260,9 @@ def _states(runs: list[RunOutcome]) -> dict[str, dict[str, int]]:
 
 
 def _print_progress(path: str, runs: int) -> None:
-    print(f"  replayed {path}: {runs} runs so far", file=sys.stderr)
+    """Progress on standard error: a line per file while files are few, then every 50 runs."""
+    if runs < 50 or runs % 50 == 0:
+        print(f"  replayed {path}: {runs} runs so far", file=sys.stderr)
 
 
 __all__ += ["RecordError"]

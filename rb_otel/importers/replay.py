@@ -35,7 +35,7 @@ from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, RecordError, ReplayResult
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
-from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
+from rb_otel.steering.pilot import PilotScorer
 from rb_otel.steering.scorers import HeuristicScorer, Scorer, resolve_scorer
 from rb_otel.steering.scoring import score_step
 from rb_otel.steering.session import SteeringSession
@@ -263,15 +263,13 @@ class _Replayer:
         pilot = isinstance(self.scorer, PilotScorer)
         return SteeringSession(
             score_fn=score_step,
-            fsm=DifficultyFSM(**pilot_fsm_thresholds(self.scorer.model))
-            if isinstance(self.scorer, PilotScorer)
-            else DifficultyFSM(),
+            fsm=None if pilot else DifficultyFSM(),  # the pilot's per-run preset, relative to the agent
             state_manager=TraceStateManager(run.run_id),
             injections=create_injections(e_traces_enabled=False),
             run_id=run.run_id,
             run_metadata={"task": run.task, "task_id": run.task_id},
             # The heuristic keeps its documented text path (score_fn), exactly as a live default run.
-            scorer=None if isinstance(self.scorer, HeuristicScorer) and not pilot else self.scorer,
+            scorer=None if isinstance(self.scorer, HeuristicScorer) else self.scorer,
             agent=f"{run.agent_name}|{run.model}",
         )
 

@@ -36,6 +36,7 @@ from rb_otel.steering.scorers import ScorerStep
 __all__ = [
     "FEATURES",
     "PILOT_NAME",
+    "RELATIVE_AFTER",
     "AgentBaseline",
     "BaselineStore",
     "PilotModel",
@@ -51,6 +52,9 @@ PILOT_NAME = "pilot/1"
 FEATURES: tuple[str, ...] = (
     "overrun_steps",  # share of the agent's normal runs that had already ended by this step
     "overrun_chars",  # the same for the characters written so far (thoughts and action inputs)
+    "overrun_context",  # share of the agent's normal runs whose largest call (tokens) was smaller (else: chars)
+    "overrun_hedges",  # ... that had ended with fewer hedging words than this run has written so far
+    "overrun_errors",  # ... that had ended with fewer error results than this run has had so far
     "verbosity",  # log characters per step, minus the agent's normal
     "error_excess",  # share of steps whose result was an error, minus the agent's normal (shrunk early on)
     "repeat_excess",  # share of actions repeating one of the last five, minus the agent's normal
@@ -58,11 +62,18 @@ FEATURES: tuple[str, ...] = (
     "recent_errors",  # share of the last three steps that were errors
 )
 
+#: Runs an agent needs before its SLOW/SKIP thresholds are its own (before: the model's fixed preset).
+RELATIVE_AFTER = 20
 _PRIOR_WEIGHT = 3.0  # a prior counts as this many runs of the agent's own
 _RATE_SHRINK = 3.0  # a run's rates start at the agent's normal and move with evidence (steps)
 _REPEAT_WINDOW = 5
 _RECENT = 3
-_MAX_LENGTHS = 400  # run lengths kept per agent (the newest)
+_MAX_RUNS = 400  # runs kept per agent for the distributions (the newest)
+#: What a run adds up (the ``overrun_*`` features compare them with the agent's earlier runs).
+TOTALS: tuple[str, ...] = ("steps", "chars", "context", "hedges", "errors")
+_COLUMNS = (*TOTALS, "peak_slow", "peak_skip")
+_RATES = ("log_cps", "error_rate", "repeat_rate", "hedging")
+_MAY_BE_UNKNOWN = frozenset({"context"})  # 0 tokens: the harness reports none
 _HEDGES = re.compile(
     r"\b(?:maybe|perhaps|possibly|probably|might|not sure|unsure|unclear|seems?|apparently|wait|hmm|"
     r"actually|suspect|confus\w*|doubt|try again|wonder|i think|i guess)\b"
@@ -118,67 +129,84 @@ class PilotModel:
 class AgentBaseline:
     """What a normal run of one agent looks like, from its finished runs (no outcomes needed).
 
-    Lengths (steps, characters) are kept as sorted lists of the newest :data:`_MAX_LENGTHS` runs for their
-    empirical distribution; rates as running means. Blended with the prior while the agent has few runs.
-    Not thread-safe by itself: :class:`BaselineStore` guards it.
+    For each of :data:`TOTALS` (a run's steps, characters written, largest call in tokens, hedging words and
+    errors) and the peaks it sustained over the FSM windows, the values of the newest :data:`_MAX_RUNS` runs are
+    kept sorted, for their empirical distribution; per-step rates as running means. Not thread-safe by itself:
+    :class:`BaselineStore` guards it.
     """
 
-    __slots__ = ("_chars", "_order", "_steps", "error_rate", "hedging", "log_cps", "repeat_rate", "runs")
+    __slots__ = ("_order", "_sorted", "error_rate", "hedging", "log_cps", "repeat_rate", "runs")
 
     def __init__(self) -> None:
         self.runs = 0
-        self._steps: list[int] = []
-        self._chars: list[int] = []
-        self._order: deque[tuple[int, int]] = deque()
+        self._sorted: dict[str, list[float]] = {name: [] for name in _COLUMNS}
+        self._order: deque[tuple[float, ...]] = deque()
         self.log_cps = 0.0
         self.error_rate = 0.0
         self.repeat_rate = 0.0
         self.hedging = 0.0
 
-    def add(self, steps: int, chars: int, errors: int, repeats: int, hedging: float) -> None:
-        """Fold one finished run in (a run with no steps says nothing and is ignored)."""
-        if steps <= 0:
+    def add(self, totals: Mapping[str, float], rates: Mapping[str, float]) -> None:
+        """Fold one finished run in: ``totals`` keyed by :data:`_COLUMNS`, ``rates`` by ``log_cps``,
+        ``error_rate``, ``repeat_rate``, ``hedging``. A run with no steps says nothing and is ignored."""
+        if totals["steps"] <= 0:
             return
         self.runs += 1
-        insort(self._steps, steps)
-        insort(self._chars, chars)
-        self._order.append((steps, chars))
-        if len(self._order) > _MAX_LENGTHS:
-            old_steps, old_chars = self._order.popleft()
-            del self._steps[bisect_left(self._steps, old_steps)]
-            del self._chars[bisect_left(self._chars, old_chars)]
-        rate = 1.0 / min(self.runs, _MAX_LENGTHS)
-        self.log_cps += (math.log1p(chars / steps) - self.log_cps) * rate
-        self.error_rate += (errors / steps - self.error_rate) * rate
-        self.repeat_rate += (repeats / steps - self.repeat_rate) * rate
-        self.hedging += (hedging - self.hedging) * rate
+        self._insert(tuple(float(totals[name]) for name in _COLUMNS))
+        if len(self._order) > _MAX_RUNS:
+            oldest = self._order.popleft()
+            for name, value in zip(_COLUMNS, oldest, strict=True):
+                column = self._sorted[name]
+                del column[bisect_left(column, value)]
+        weight = 1.0 / min(self.runs, _MAX_RUNS)
+        for name in _RATES:
+            value = getattr(self, name)
+            setattr(self, name, value + (rates[name] - value) * weight)
 
-    def ended_before(self, steps: int, chars: int) -> tuple[float, float, int]:
-        """``(share of runs shorter than steps, share with fewer chars, runs known)``."""
-        n = len(self._steps)
-        if n == 0:
-            return 0.0, 0.0, 0
-        return bisect_left(self._steps, steps) / n, bisect_left(self._chars, chars) / n, n
+    def _insert(self, run: tuple[float, ...]) -> None:
+        self._order.append(run)
+        for name, value in zip(_COLUMNS, run, strict=True):
+            insort(self._sorted[name], value)
+
+    @property
+    def known(self) -> int:
+        """How many runs the distributions hold."""
+        return len(self._order)
+
+    def share_below(self, name: str, value: float) -> float | None:
+        """The share of known runs whose ``name`` was below ``value`` (runs with 0, unknown, left out);
+        ``None`` when no run knows it."""
+        column = self._sorted[name]
+        unknown = bisect_left(column, 1e-12) if name in _MAY_BE_UNKNOWN else 0
+        known = len(column) - unknown
+        if known <= 0:
+            return None
+        return max(bisect_left(column, value) - unknown, 0) / known
+
+    def quantile(self, name: str, q: float) -> float | None:
+        """The ``q`` quantile of ``name`` over the known runs (``None`` before any run)."""
+        column = self._sorted[name]
+        if not column:
+            return None
+        return column[min(int(q * len(column)), len(column) - 1)]
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "runs": self.runs,
+            "columns": list(_COLUMNS),
             "recent": [list(x) for x in self._order],
-            "log_cps": self.log_cps,
-            "error_rate": self.error_rate,
-            "repeat_rate": self.repeat_rate,
-            "hedging": self.hedging,
+            **{name: getattr(self, name) for name in _RATES},
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AgentBaseline:
+        if list(data["columns"]) != list(_COLUMNS):
+            raise ValueError(f"columns {data['columns']} are not this version's {list(_COLUMNS)}")
         baseline = cls()
         baseline.runs = int(data["runs"])
-        for steps, chars in data["recent"][-_MAX_LENGTHS:]:
-            baseline._order.append((int(steps), int(chars)))
-            insort(baseline._steps, int(steps))
-            insort(baseline._chars, int(chars))
-        for name in ("log_cps", "error_rate", "repeat_rate", "hedging"):
+        for run in data["recent"][-_MAX_RUNS:]:
+            baseline._insert(tuple(float(v) for v in run))
+        for name in _RATES:
             setattr(baseline, name, float(data[name]))
         return baseline
 
@@ -220,9 +248,9 @@ class BaselineStore:
                 self._agents.move_to_end(agent)
             return baseline
 
-    def add(self, baseline: AgentBaseline, *aggregates: Any) -> None:
+    def add(self, baseline: AgentBaseline, totals: Mapping[str, float], rates: Mapping[str, float]) -> None:
         with self._lock:
-            baseline.add(*aggregates)
+            baseline.add(totals, rates)
             self._unsaved += 1
             due = self.path is not None and self._unsaved >= self.save_every
         if due:
@@ -244,17 +272,17 @@ class PilotRun:
 
     __slots__ = (
         "_baseline",
-        "_chars",
-        "_errors",
         "_finished",
-        "_hedges",
         "_last",
         "_model",
+        "_peaks",
         "_recent",
         "_repeats",
         "_seen",
-        "_steps",
         "_store",
+        "_totals",
+        "_window",
+        "_windows",
         "_words",
     )
 
@@ -262,20 +290,25 @@ class PilotRun:
         self._model = model
         self._store = store
         self._baseline = store.get(agent)
-        self._steps = self._chars = self._errors = self._repeats = self._hedges = self._words = 0
+        self._totals = dict.fromkeys(TOTALS, 0.0)
+        self._repeats = self._words = 0
         self._recent: deque[bool] = deque(maxlen=_RECENT)
         self._seen: deque[tuple[str, str]] = deque(maxlen=_REPEAT_WINDOW)
         self._last: float | None = None
         self._finished = False
+        self._windows = (int(model.fsm.get("slow_window", 3)), int(model.fsm.get("skip_window", 8)))
+        self._window: deque[float] = deque(maxlen=max(self._windows))
+        self._peaks = [0.0, 0.0]
 
     def features(self, step: ScorerStep) -> list[float]:
         """Fold ``step`` into the aggregates and return the features after it (what ``score`` feeds the model)."""
         thought = step.thought or ""
         action_input = step.action_input or ""
-        self._steps += 1
-        self._chars += len(thought) + len(action_input)
-        if step.error:
-            self._errors += 1
+        totals = self._totals
+        totals["steps"] += 1
+        totals["chars"] += len(thought) + len(action_input)
+        totals["context"] = max(totals["context"], step.tokens)
+        totals["errors"] += bool(step.error)
         self._recent.append(bool(step.error))
         if step.action is not None:
             key = (step.action, action_input[:512])
@@ -284,36 +317,52 @@ class PilotRun:
             self._seen.append(key)
         if thought:
             lowered = thought.lower()
-            self._hedges += len(_HEDGES.findall(lowered))
+            totals["hedges"] += len(_HEDGES.findall(lowered))
             self._words += lowered.count(" ") + 1
         return self._relative()
 
+    def _overrun(self, name: str, blend: float) -> float:
+        """The share of the agent's runs that had ended with less of ``name`` than this run has now, blended
+        with the prior's exponential; 0.5 ("as normal") when neither this run nor the agent reports it."""
+        value = self._totals[name]
+        if name in _MAY_BE_UNKNOWN and value <= 0:
+            return 0.5
+        prior = 1.0 - math.exp(-value / self._model.prior[f"mean_{name}"])
+        share = self._baseline.share_below(name, value)
+        return prior if share is None else blend * share + (1.0 - blend) * prior
+
     def _relative(self) -> list[float]:
-        prior, base = self._model.prior, self._baseline
-        t = self._steps
-        ended_steps, ended_chars, n = base.ended_before(t, self._chars)
-        blend = n / (n + _PRIOR_WEIGHT)
-        prior_steps = 1.0 - math.exp(-t / prior["mean_steps"])
-        prior_chars = 1.0 - math.exp(-self._chars / prior["mean_chars"])
+        prior, base, totals = self._model.prior, self._baseline, self._totals
+        t = totals["steps"]
+        blend = base.known / (base.known + _PRIOR_WEIGHT)
 
-        def normal(name: str, value: float) -> float:
-            return blend * value + (1.0 - blend) * prior[name]
+        def normal(name: str) -> float:
+            return blend * float(getattr(base, name)) + (1.0 - blend) * prior[name]
 
-        error_rate, repeat_rate = normal("error_rate", base.error_rate), normal("repeat_rate", base.repeat_rate)
-        hedging = normal("hedging", base.hedging)
+        error_rate, repeat_rate, hedging = normal("error_rate"), normal("repeat_rate"), normal("hedging")
         return [
-            blend * ended_steps + (1.0 - blend) * prior_steps,
-            blend * ended_chars + (1.0 - blend) * prior_chars,
-            math.log1p(self._chars / t) - normal("log_cps", base.log_cps),
-            (self._errors + _RATE_SHRINK * error_rate) / (t + _RATE_SHRINK) - error_rate,
+            self._overrun("steps", blend),
+            self._overrun("chars", blend),
+            # A harness that reports no token counts: the characters written stand in for the context's size.
+            self._overrun("context", blend) if totals["context"] > 0 else self._overrun("chars", blend),
+            self._overrun("hedges", blend),
+            self._overrun("errors", blend),
+            math.log1p(totals["chars"] / t) - normal("log_cps"),
+            (totals["errors"] + _RATE_SHRINK * error_rate) / (t + _RATE_SHRINK) - error_rate,
             (self._repeats + _RATE_SHRINK * repeat_rate) / (t + _RATE_SHRINK) - repeat_rate,
-            (self._hedges + _RATE_SHRINK * hedging) / (self._words + _RATE_SHRINK) - hedging,
+            (totals["hedges"] + _RATE_SHRINK * hedging) / (self._words + _RATE_SHRINK) - hedging,
             sum(self._recent) / _RECENT,
         ]
 
     def score(self, step: ScorerStep) -> float:
-        self._last = self._model.probability(self.features(step))
-        return self._last
+        self._last = value = self._model.probability(self.features(step))
+        window = self._window
+        window.append(value)
+        for i, size in enumerate(self._windows):
+            if len(window) >= size:
+                sustained = min(window[j] for j in range(len(window) - size, len(window)))
+                self._peaks[i] = max(self._peaks[i], sustained)
+        return value
 
     def risk(self) -> float | None:
         return self._last
@@ -322,8 +371,36 @@ class PilotRun:
         if self._finished:
             return
         self._finished = True
-        hedging = self._hedges / self._words if self._words else 0.0
-        self._store.add(self._baseline, self._steps, self._chars, self._errors, self._repeats, hedging)
+        totals, t = self._totals, self._totals["steps"]
+        if t <= 0:
+            return
+        rates = {
+            "log_cps": math.log1p(totals["chars"] / t),
+            "error_rate": totals["errors"] / t,
+            "repeat_rate": self._repeats / t,
+            "hedging": totals["hedges"] / self._words if self._words else 0.0,
+        }
+        self._store.add(self._baseline, {**totals, "peak_slow": self._peaks[0], "peak_skip": self._peaks[1]}, rates)
+
+    def fsm_thresholds(self) -> dict[str, float | int]:
+        """This run's FSM preset: the model's, with SLOW and SKIP made relative to the agent once it has
+        :data:`RELATIVE_AFTER` runs: the ``slow_quantile``/``skip_quantile`` of the peaks its earlier runs sustained
+        over each window, so SLOW means "a higher sustained risk than that share of this agent's runs reached",
+        the same on every agent (never below FAST's exit)."""
+        preset = pilot_fsm_thresholds(self._model)
+        fsm = self._model.fsm
+        if self._baseline.known < RELATIVE_AFTER or "slow_quantile" not in fsm:
+            return preset
+        slow = self._baseline.quantile("peak_slow", fsm["slow_quantile"])
+        skip = self._baseline.quantile("peak_skip", fsm["skip_quantile"])
+        if slow is None or skip is None:
+            return preset
+        fast = float(preset.get("fast_threshold", 0.2))
+        margin = float(preset.get("hysteresis_margin", 0.05))
+        slow = min(max(slow, fast + 2 * margin), 0.99)
+        preset["slow_threshold"] = slow
+        preset["skip_threshold"] = min(max(skip, slow), 1.0)
+        return preset
 
 
 class PilotScorer:

@@ -60,7 +60,9 @@ class SteeringSession:
     ``score_fn`` maps a thought to a difficulty in [0, 1]: a non-finite result counts as 0.5 and an out-of-range
     one is clamped (both logged); a non-number raises ``TypeError``. ``scorer`` (``"heuristic"``, ``"pilot"``, a
     :class:`~rb_otel.steering.scorers.Scorer` or a ``fn(step, steps_so_far)``) replaces ``score_fn`` with one that
-    sees the whole step and the run so far; ``agent`` keys the scorer's per-agent baseline (the pilot's). Its
+    sees the whole step and the run so far; ``agent`` keys the scorer's per-agent baseline (the pilot's). With
+    ``fsm=None`` the FSM is the scorer's preset for this run (``fsm_thresholds()`` on its run scorer), else
+    ReasonBlocks' defaults. The scorer's
     run risk is reported to the emitter at the end (``run_risk``). ``model_routing`` maps FSM states to model
     ids; the session only reports ``model_override``, the integration swaps the model.
     """
@@ -69,7 +71,7 @@ class SteeringSession:
         self,
         *,
         score_fn: Callable[[str], float],
-        fsm: DifficultyFSM,
+        fsm: DifficultyFSM | None = None,
         state_manager: TraceStateManager,
         injections: Sequence[BaseInjection],
         model_routing: Mapping[Any, str] | None = None,
@@ -82,7 +84,7 @@ class SteeringSession:
     ) -> None:
         if not callable(score_fn):
             raise TypeError("score_fn must be callable")
-        if not isinstance(fsm, DifficultyFSM):
+        if fsm is not None and not isinstance(fsm, DifficultyFSM):
             raise TypeError(f"fsm must be a DifficultyFSM, got {type(fsm).__name__}")
         if not isinstance(state_manager, TraceStateManager):
             raise TypeError(f"state_manager must be a TraceStateManager, got {type(state_manager).__name__}")
@@ -101,6 +103,11 @@ class SteeringSession:
             task_id = str((run_metadata or {}).get("task_id", "") or "")
             self._run_scorer = resolved.start_run(agent, task_id)
             self.scorer_name = resolved.name
+        if fsm is None:
+            # No FSM given: the scorer's preset for this run when it has one (the pilot's is relative to the
+            # agent's earlier runs), else ReasonBlocks' defaults.
+            offered = getattr(self._run_scorer, "fsm_thresholds", None)
+            fsm = DifficultyFSM(**offered()) if callable(offered) else DifficultyFSM()
         self.fsm = fsm
         self.state_manager = state_manager
         self.injections = list(injections)

@@ -63,6 +63,7 @@ class LastTurn:
     observation: str | None
     observation_error: bool = False  # the newest ToolMessage has status "error"
     reasoning: str = ""  # reasoning/thinking blocks of the newest AIMessage (step scorers read them)
+    tokens: int = 0  # total tokens of the newest AIMessage's call (usage_metadata), 0 when unreported
 
 
 def reasoning_text(message: BaseMessage) -> str:
@@ -85,6 +86,7 @@ def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
     action = action_input = observation = None
     observation_error = False
     reasoning = ""
+    tokens = 0
     for message in reversed(messages):
         if observation is None and isinstance(message, ToolMessage):
             observation = message_text(message)
@@ -92,6 +94,8 @@ def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
         elif isinstance(message, AIMessage):
             if not reasoning and not isinstance(message.content, str):
                 reasoning = reasoning_text(message)
+            if not tokens and message.usage_metadata:
+                tokens = int(message.usage_metadata.get("total_tokens") or 0)
             if action is None and message.tool_calls:
                 call = message.tool_calls[0]
                 action = call.get("name") or None
@@ -100,7 +104,7 @@ def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
             if text:
                 thought = text
                 break
-    return LastTurn(thought, action, action_input, observation, observation_error, reasoning)
+    return LastTurn(thought, action, action_input, observation, observation_error, reasoning, tokens)
 
 
 # What ``json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)`` builds at every call (encoders keep

@@ -250,6 +250,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 model_id=own_model.model_id,
                 error=turn.observation_error,
                 reasoning=turn.reasoning,
+                tokens=turn.tokens,
             )
         else:
             decision = session.begin_step(thought=None, model_id=own_model.model_id)

@@ -32,6 +32,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"skipped, but RB_OTEL_REQUIRE_REAL=1 forbids skips: {report.longrepr}"
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """The same for a whole module skipped at collection (``pytest.skip(..., allow_module_level=True)``)."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if REQUIRE_REAL and report.skipped:
+        report.outcome = "failed"
+        report.longrepr = f"module skipped, but RB_OTEL_REQUIRE_REAL=1 forbids skips: {report.longrepr}"
+
+
 @dataclass
 class Otel:
     """In-memory tracer and meter providers plus helpers to read what they recorded."""

@@ -650,7 +650,9 @@ def test_one_run_per_middleware_use_with_given_run_id(otel: Otel) -> None:
 def test_unused_imports_guard() -> None:
     # The session type used by the middleware is the public one.
     assert isinstance(ReasonBlocks().new_session(), SteeringSession)
-    assert isinstance(DifficultyFSM(), DifficultyFSM) and TraceStateManager().trace_id
+    session = ReasonBlocks().new_session()
+    assert session.fsm.thresholds == DifficultyFSM().thresholds  # the default FSM is ReasonBlocks'
+    assert TraceStateManager().trace_id != TraceStateManager().trace_id  # each run gets its own id
 
 
 def test_routing_to_a_model_that_cannot_be_built_keeps_the_agents_model(

@@ -137,8 +137,10 @@ def test_mini_swe_agent_malformed_top_level(tmp_path: Path) -> None:
 
 @needs_signal
 def test_tau_bench_results_list_skips_a_malformed_element(tmp_path: Path, otel: Otel) -> None:
-    runs = [json.loads((SHARED / "tau_bench" / name).read_text()) for name in sorted(
-        p.name for p in (SHARED / "tau_bench").glob("*.json"))]  # fmt: skip
+    runs = [
+        json.loads((SHARED / "tau_bench" / name).read_text())
+        for name in sorted(p.name for p in (SHARED / "tau_bench").glob("*.json"))
+    ]
     path = tmp_path / "results.json"
     path.write_text(json.dumps([runs[0], {"task_id": 1, "reward": "x", "traj": []}, runs[1]]))
     assert detect(path) == "tau_bench"
@@ -442,8 +444,16 @@ def test_pilot_thresholds_become_relative_to_the_agent() -> None:
     from rb_otel.steering.pilot import RELATIVE_AFTER
 
     scorer = PilotScorer()
-    calm = [ScorerStep(thought="Reading the file to find the function.", action="bash", action_input=f"cat f{i}.py",
-                       observation="ok", tokens=1000 + 100 * i) for i in range(6)]  # fmt: skip
+    calm = [
+        ScorerStep(
+            thought="Reading the file to find the function.",
+            action="bash",
+            action_input=f"cat f{i}.py",
+            observation="ok",
+            tokens=1000 + 100 * i,
+        )
+        for i in range(6)
+    ]
     for _ in range(RELATIVE_AFTER - 1):
         run = scorer.start_run("a")
         assert run.fsm_thresholds() == pilot_fsm_thresholds()  # too few runs: the model's fixed preset
@@ -458,9 +468,17 @@ def test_pilot_thresholds_become_relative_to_the_agent() -> None:
     peaks = sorted(scorer.baselines.get("a").quantile("peak_slow", q) or 0 for q in (0.0, 1.0))
     assert peaks[0] <= relative["slow_threshold"] <= max(peaks[1], relative["fast_threshold"] + 0.1)
     # A run far outside this agent's normal reaches SLOW under its relative thresholds; a normal one does not.
-    struggling = [ScorerStep(thought="Hmm, maybe wait, perhaps the error is elsewhere? Not sure, try again.",
-                             action="bash", action_input="python t.py", observation="Traceback", error=True,
-                             tokens=50_000) for _ in range(12)]  # fmt: skip
+    struggling = [
+        ScorerStep(
+            thought="Hmm, maybe wait, perhaps the error is elsewhere? Not sure, try again.",
+            action="bash",
+            action_input="python t.py",
+            observation="Traceback",
+            error=True,
+            tokens=50_000,
+        )
+        for _ in range(12)
+    ]
     states = {}
     for name, steps in (("calm", calm), ("struggling", struggling)):
         one = scorer.start_run("a")
@@ -475,3 +493,72 @@ def test_pilot_thresholds_become_relative_to_the_agent() -> None:
             worst = max(worst, state, key=lambda s: s.severity)
         states[name] = worst.value
     assert states == {"calm": "NORMAL", "struggling": states["struggling"]} and states["struggling"] in ("SLOW", "SKIP")
+
+
+message_strategy = st.one_of(
+    st.fixed_dictionaries({"role": st.just("user"), "content": st.text(max_size=30)}),
+    st.fixed_dictionaries(
+        {
+            "role": st.just("assistant"),
+            "content": st.text(max_size=30),
+            "tool_calls": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "id": st.sampled_from(["c1", "c2"]),
+                        "name": st.sampled_from(["get", "think"]),
+                        "arguments": st.just({"thought": "hm"}),
+                    }
+                ),
+                max_size=2,
+            ),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "role": st.just("tool"),
+            "id": st.sampled_from(["c1", "c2"]),
+            "content": st.text(max_size=20),
+            "error": st.booleans(),
+        }
+    ),
+    st.integers(),  # malformed
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sims=st.lists(
+        st.one_of(
+            st.fixed_dictionaries(
+                {
+                    "id": st.uuids().map(str),
+                    "task_id": st.integers(0, 5).map(str),
+                    "messages": st.lists(message_strategy, max_size=8),
+                    "reward_info": st.fixed_dictionaries({"reward": st.sampled_from([0.0, 0.5, 1.0])}),
+                }
+            ),
+            st.just({"id": "broken", "messages": "nope"}),
+        ),
+        max_size=6,
+        unique_by=lambda s: s["id"],
+    )
+)
+def test_tau2_reader_keeps_order_outcomes_and_lists_every_bad_record(sims: list[dict[str, Any]]) -> None:
+    import tempfile
+
+    from rb_otel.importers.formats import tau2_bench
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "r.json"
+        path.write_text(json.dumps({"info": {"environment_info": {"domain_name": "airline"}}, "simulations": sims}))
+        problems: list[Any] = []
+        runs = list(tau2_bench.read(path, problems))
+    good = [s for s in sims if isinstance(s["messages"], list)]
+    assert [r.run_id for r in runs] == [s["id"] for s in good]
+    for run, sim in zip(runs, good, strict=True):
+        assert (run.outcome == "success") == (sim["reward_info"]["reward"] >= 1)
+        assistant = [m for m in sim["messages"] if isinstance(m, dict) and m.get("role") == "assistant"]
+        assert len(list(run.steps)) == len(assistant)
+        assert run.task_id == f"airline/{sim['task_id']}"
+    bad_messages = sum(isinstance(m, int) for s in good for m in s["messages"])
+    assert len(problems) == (len(sims) - len(good)) + bad_messages

@@ -10,7 +10,7 @@ from opentelemetry.util.types import AttributeValue
 
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.content import ContentPolicy
-from rb_otel.types import StepLogEntry
+from rb_otel.types import INJECTION_PREVIEW_CHARS, THOUGHT_PREVIEW_CHARS, StepLogEntry
 
 __all__ = [
     "Attributes",
@@ -129,8 +129,8 @@ def chat_attributes(
     if steering_ms is not None:
         attrs[n.RB_STEERING_DURATION_MS] = steering_ms
     if content.capture:
-        attrs[n.RB_THOUGHT_PREVIEW] = content.text(entry.thought_preview)
-        attrs[n.RB_INJECTIONS] = content.texts(entry.injections)
+        attrs[n.RB_THOUGHT_PREVIEW] = content.preview(entry.thought_preview, THOUGHT_PREVIEW_CHARS)
+        attrs[n.RB_INJECTIONS] = content.previews(entry.injections, INJECTION_PREVIEW_CHARS)
         attrs[n.RB_INTERVENTION_TEXTS] = content.texts(entry.intervention_texts)
     if final:
         attrs[n.RB_TOKENS] = entry.tokens

@@ -22,6 +22,8 @@ _log = logging.getLogger("rb_otel.telemetry")
 CAPTURE_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 #: Captured strings longer than this are cut (spans are not a blob store).
 MAX_CAPTURED_CHARS: Final = 8192
+#: Redaction reads this far past the cut, so a secret that straddles it is still recognised (and removed) whole.
+_REDACT_LOOKAHEAD: Final = 512
 
 _SECRETS = re.compile(
     r"(?i)(?:\b(?:bearer|basic)\s+[a-z0-9._~+/=-]{8,})"  # Authorization header values
@@ -31,9 +33,11 @@ _SECRETS = re.compile(
     r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
     r"|\bgh[pousr]_[a-z0-9]{20,}"  # GitHub tokens
     r"|\bxox[abprs]-[a-z0-9-]{10,}"  # Slack tokens
-    r"|(?:api[_-]?key|secret|token|password|passwd)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{6,}"
+    # key=value / "key": "value", also inside JSON-encoded text (where quotes come escaped: \")
+    r"|(?:api[_-]?key|secret|token|password|passwd)\\?[\"']?\s*[:=]\s*\\?[\"']?[^\s\"'\\,;]{6,}"
 )
 _REDACTED: Final = "[REDACTED]"
+_LAST_WORD = re.compile(r"\S+\Z")
 
 
 def redact(text: str) -> str:
@@ -71,7 +75,19 @@ class ContentPolicy:
                 raw = json.dumps(value, default=str, ensure_ascii=False)
             except (TypeError, ValueError):
                 raw = str(value)
-        return redact(raw[:MAX_CAPTURED_CHARS])
+        # Redact first, cut after: a cut inside a key would leave a prefix too short for its pattern.
+        return redact(raw[: MAX_CAPTURED_CHARS + _REDACT_LOOKAHEAD])[:MAX_CAPTURED_CHARS]
 
     def texts(self, values: list[str]) -> list[str]:
         return [self.text(v) for v in values]
+
+    def preview(self, value: str, limit: int) -> str:
+        """A preview someone else already cut at ``limit`` characters, redacted. A preview that reaches the limit
+        may end inside a word, perhaps a key too short there to be recognised: that last fragment is dropped."""
+        if len(value) >= limit and value and not value[-1].isspace():
+            match = _LAST_WORD.search(value)
+            value = value[: match.start()] if match else value
+        return redact(value)
+
+    def previews(self, values: list[str], limit: int) -> list[str]:
+        return [self.preview(v, limit) for v in values]

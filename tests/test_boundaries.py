@@ -1,0 +1,109 @@
+"""Every strict comparison the spec states, pinned on its boundary.
+
+Thresholds here are sums that are exact in binary floating point (multiples of 1/8), so "exactly on the
+boundary" really is: ``0.2 + 0.1`` is ``0.30000000000000004`` and would leave ``>`` vs ``>=`` untested. The rule
+for users is in the README: a threshold plus or minus the hysteresis margin is computed in floating point.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from rb_otel.importers import replay
+from rb_otel.steering.fsm import DifficultyFSM
+from rb_otel.steering.monitors.features import _compute
+from rb_otel.steering.monitors.local import LocalMonitorBackend, MonitorRequest
+from rb_otel.steering.monitors.v1 import semantic_loop
+from rb_otel.steering.text import content_words, jaccard
+from rb_otel.types import FSMState, StepRecord
+
+FAST, SLOW, SKIP, MARGIN = 0.25, 0.75, 0.875, 0.25
+assert FAST + MARGIN == 0.5 and SLOW - MARGIN == 0.5  # exact in binary
+
+
+def above(x: float) -> float:
+    return math.nextafter(x, 2.0)
+
+
+def below(x: float) -> float:
+    return math.nextafter(x, -1.0)
+
+
+@pytest.fixture
+def fsm() -> DifficultyFSM:
+    return DifficultyFSM(
+        fast_threshold=FAST, slow_threshold=SLOW, skip_threshold=SKIP, hysteresis_margin=MARGIN,
+        fast_window=2, slow_window=2, skip_window=2,
+    )  # fmt: skip
+
+
+def test_fast_exit_is_strictly_above_threshold_plus_margin(fsm: DifficultyFSM) -> None:
+    assert fsm.transition(FSMState.FAST, [0.5]) is FSMState.FAST
+    assert fsm.transition(FSMState.FAST, [above(0.5)]) is FSMState.NORMAL
+
+
+def test_slow_exit_is_strictly_below_threshold_minus_margin(fsm: DifficultyFSM) -> None:
+    assert fsm.transition(FSMState.SLOW, [0.9, 0.5]) is FSMState.SLOW
+    assert fsm.transition(FSMState.SLOW, [0.9, below(0.5)]) is FSMState.NORMAL
+    assert fsm.transition(FSMState.SKIP, [0.9, 0.5]) is FSMState.SKIP
+    assert fsm.transition(FSMState.SKIP, [0.9, below(0.5)]) is FSMState.NORMAL
+
+
+def test_entries_are_strict(fsm: DifficultyFSM) -> None:
+    assert fsm.transition(FSMState.NORMAL, [SLOW, SLOW]) is FSMState.NORMAL
+    assert fsm.transition(FSMState.NORMAL, [above(SLOW), above(SLOW)]) is FSMState.SLOW
+    assert fsm.transition(FSMState.NORMAL, [FAST, FAST]) is FSMState.NORMAL
+    assert fsm.transition(FSMState.NORMAL, [below(FAST), below(FAST)]) is FSMState.FAST
+    assert fsm.transition(FSMState.SLOW, [SKIP, SKIP]) is FSMState.SLOW
+    assert fsm.transition(FSMState.SLOW, [above(SKIP), above(SKIP)]) is FSMState.SKIP
+    # one score in the window on the wrong side keeps the state
+    assert fsm.transition(FSMState.NORMAL, [SLOW, above(SLOW)]) is FSMState.NORMAL
+    assert fsm.transition(FSMState.SLOW, [SKIP, above(SKIP)]) is FSMState.SLOW
+
+
+def _record(i: int, action_input: str) -> StepRecord:
+    return StepRecord(step_index=i, thought="Trying the tool.", action="search", action_input=action_input)
+
+
+def test_semantic_loop_counts_a_jaccard_of_exactly_point_six() -> None:
+    a, b = "alpha bravo charlie delta", "alpha bravo charlie echo"  # 3 shared of 5: exactly 0.6
+    assert jaccard(content_words(a), content_words(b)) == 0.6
+    window = [_compute(_record(0, a)), _compute(_record(1, b))]
+    assert semantic_loop(window, frozenset()) == pytest.approx(1 / 3)
+    c = "alpha bravo echo foxtrot"  # 2 shared of 6
+    assert jaccard(content_words(a), content_words(c)) < 0.6
+    assert semantic_loop([_compute(_record(0, a)), _compute(_record(1, c))], frozenset()) == 0.0
+
+
+def test_a_monitor_fires_at_exactly_the_threshold() -> None:
+    steps = [_record(i, "alpha bravo charlie delta") for i in range(3)]  # two earlier repeats: score 2/3
+    request = MonitorRequest(model="m", task_profile="coding", steps=steps)
+    at = LocalMonitorBackend(fire_threshold=2 / 3).evaluate(request)
+    assert at.scores["semantic_loop"] == 2 / 3 and "semantic_loop" in at.fired
+    over = LocalMonitorBackend(fire_threshold=above(2 / 3)).evaluate(request)
+    assert "semantic_loop" not in over.fired
+
+
+def test_io_harness_commits_the_last_row_of_a_step(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE runs (id INTEGER PRIMARY KEY, goal TEXT NOT NULL, file TEXT NOT NULL, outcome TEXT,
+                           provider TEXT, parent_run_id INTEGER, depth INTEGER NOT NULL DEFAULT 0,
+                           status TEXT NOT NULL DEFAULT 'running', started_at TEXT);
+        CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, step INTEGER NOT NULL,
+                            decision TEXT NOT NULL, result TEXT NOT NULL, prompt TEXT NOT NULL DEFAULT '',
+                            tool_call TEXT NOT NULL DEFAULT '', tokens INTEGER NOT NULL DEFAULT 0);
+        INSERT INTO runs VALUES (1, 'goal', '/w', 'success', 'p', NULL, 0, 'completed', '2026-01-01T00:00:00Z');
+        INSERT INTO steps (run_id, step, decision, result, tokens) VALUES
+            (1, 1, 'first attempt', 'error', 5), (1, 1, 'second attempt', 'error', 5), (1, 1, 'committed', 'ok', 5);
+    """)
+    db.commit()
+    db.close()
+    [run] = replay(path)
+    [entry] = run.steps
+    assert entry.thought_preview == "committed"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import runpy
 import subprocess
 import sys
-import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -199,7 +199,7 @@ def test_prometheus_scrapes_the_demo_every_expression_has_data_and_skip_fires(tm
         "--prometheus-port",
         str(demo_port),
         "--repeat",
-        "2",
+        str(DEMO_REPEAT),
         "--hold",
         "90",
     ]
@@ -233,7 +233,33 @@ def test_prometheus_scrapes_the_demo_every_expression_has_data_and_skip_fires(tm
             timeout=60,
             what="all demo runs",
         )
-        time.sleep(8)  # several scrapes, so rates over [1m] have at least two samples
+        # Rates over [1m] need at least two samples of every series: poll for that, not a fixed sleep.
+        wait_until(
+            lambda: all(
+                float(r["value"][1]) >= 2 for r in query("count_over_time(rb_steps_total[1m])")["data"]["result"]
+            ),
+            timeout=60,
+            what="two scrapes of every rb_steps_total series",
+        )
+        # The values are the demo's: SKIP runs and steps per state against its own step logs.
+        # The step logs hold the first round; the scripted rounds are identical, so metrics are that times the repeat.
+        first_round = _demo_step_log_counts(tmp_path / "out" / "steplogs.jsonl")
+        logged = {
+            "skip_runs": first_round["skip_runs"] * DEMO_REPEAT,
+            "steps_by_state": {k: v * DEMO_REPEAT for k, v in first_round["steps_by_state"].items()},
+        }
+
+        def scraped() -> dict[str, Any]:
+            skip_runs = query("sum(rb_runs_skip_total)")["data"]["result"]
+            by_state = query("sum by (rb_fsm_state) (rb_steps_total)")["data"]["result"]
+            return {
+                "skip_runs": float(skip_runs[0]["value"][1]) if skip_runs else -1.0,
+                "steps_by_state": {r["metric"]["rb_fsm_state"]: float(r["value"][1]) for r in by_state},
+            }
+
+        with contextlib.suppress(AssertionError):  # the scrape after the last run may still be due: poll, then diff
+            wait_until(lambda: scraped() == logged, timeout=20, what="Prometheus to hold the demo's counts")
+        assert scraped() == logged
         for where, expr in dashboard_exprs():
             answer = query(substitute(expr))
             assert answer["status"] == "success", where
@@ -263,6 +289,27 @@ def test_prometheus_scrapes_the_demo_every_expression_has_data_and_skip_fires(tm
         states = {r["name"]: r["state"] for r in rules}
         assert states["RbOtelRunEnteredSkip"] == "firing"
         assert states["RbOtelTelemetrySilent"] == "inactive"
+
+
+DEMO_REPEAT = 2
+
+
+def _demo_step_log_counts(path: Path) -> dict[str, Any]:
+    """Runs that entered SKIP and steps per FSM state, from the demo's step logs (header line, then entries)."""
+    skip_runs = 0
+    steps: dict[str, float] = {}
+    run_states: list[str] = []
+    wait_until(path.exists, timeout=60, what=f"{path}")
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if "fsm_state" not in record:  # a run header
+            skip_runs += "SKIP" in run_states
+            run_states = []
+            continue
+        run_states.append(record["fsm_state"])
+        steps[record["fsm_state"]] = steps.get(record["fsm_state"], 0.0) + 1
+    skip_runs += "SKIP" in run_states
+    return {"skip_runs": float(skip_runs), "steps_by_state": steps}
 
 
 # -- rotel, the local collector ----------------------------------------------------------------------------

@@ -107,3 +107,31 @@ def test_io_harness_commits_the_last_row_of_a_step(tmp_path: Path) -> None:
     [run] = replay(path)
     [entry] = run.steps
     assert entry.thought_preview == "committed"
+
+
+# -- what validation accepts, on its edges -------------------------------------------------------------------
+
+
+def test_threshold_validation_edges() -> None:
+    DifficultyFSM(fast_threshold=0.0, slow_threshold=1.0, skip_threshold=1.0, hysteresis_margin=0.0)  # both ends
+    DifficultyFSM(fast_window=1, slow_window=1, skip_window=1)  # a window of one step is allowed
+    for bad in (True, float("nan"), float("inf"), -0.01, 1.01, "0.5"):
+        with pytest.raises(ValueError, match=r"DifficultyFSM: slow_threshold must be"):
+            DifficultyFSM(slow_threshold=bad)
+    for bad_window in (0, True, 2.0):
+        with pytest.raises(ValueError, match=r"DifficultyFSM: slow_window must be"):
+            DifficultyFSM(slow_window=bad_window)
+    with pytest.raises(
+        ValueError, match=r"^DifficultyFSM: fast_threshold must be below slow_threshold \(0\.5 >= 0\.5\)$"
+    ):
+        DifficultyFSM(fast_threshold=0.5, slow_threshold=0.5)
+    with pytest.raises(ValueError, match=r"unknown threshold key\(s\) a, b; accepted: fast_threshold, fast_window, "):
+        DifficultyFSM(b=1, a=2)
+
+
+def test_windows_over_any_sequence_equal_windows_over_lists(fsm: DifficultyFSM) -> None:
+    from collections import deque
+
+    for history in ([0.9, 0.1, 0.9, 0.9], [0.1, 0.2, 0.1], [0.9, 0.95, 0.96]):
+        for state in (FSMState.NORMAL, FSMState.SLOW, FSMState.FAST):
+            assert fsm.transition(state, deque(history)) is fsm.transition(state, history)

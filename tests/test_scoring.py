@@ -206,3 +206,17 @@ def test_shared_tokenisation_cache_is_safe_across_threads() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert mismatches == []
+
+
+def test_signal_edges_that_a_mutation_would_move() -> None:
+    from rb_otel.steering.scoring import score_signals
+
+    assert score_signals("maybe")[0] == 1.0  # one word, one hedge: density 10/1, capped
+    assert score_signals("maybe " + "word " * 19)[0] == pytest.approx(0.5)  # 1 hit in 20 words: 10/20
+    assert score_signals("keyerror")[2] == 1.0 and score_signals("fine")[2] == 0.0  # class name, not a lexicon word
+    # quoted strings count with only one kind of quote present, and add to the path count
+    assert score_signals("see 'alpha beta' here")[3] == pytest.approx(0.1)
+    assert score_signals("see `alpha beta` here")[3] == pytest.approx(0.1)
+    assert score_signals("in src/a.py see 'alpha beta'")[3] == pytest.approx(0.2)  # a path + a quote
+    # a matched phrase consumes its words; the scan goes on after it
+    assert score_signals("not sure maybe " + "w " * 16)[0] == pytest.approx(2 * 10 / 20)

@@ -121,3 +121,48 @@ def test_a_secret_anywhere_never_reaches_a_span(
         exported = str(dict(span.attributes or {})) + str([dict(e.attributes or {}) for e in span.events])
         leaked = [w for w in windows if w in exported]
         assert not leaked, f"{span.name} leaked {leaked} of {secret!r}"
+
+
+def test_capture_resolution(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from rb_otel.telemetry.content import CAPTURE_ENV, resolve_capture
+
+    for raw, expected in (("", False), ("false", False), ("0", False), ("No", False), (" off ", False),
+                          ("true", True), ("1", True), ("YES", True), ("on", True)):  # fmt: skip
+        monkeypatch.setenv(CAPTURE_ENV, raw)
+        assert resolve_capture(None) is expected, raw
+        assert resolve_capture(not expected) is (not expected)  # the argument wins over the environment
+    monkeypatch.delenv(CAPTURE_ENV)
+    assert resolve_capture(None) is False
+    monkeypatch.setenv(CAPTURE_ENV, "maybe")
+    with caplog.at_level("WARNING", logger="rb_otel.telemetry"):
+        assert resolve_capture(None) is False
+    assert f"{CAPTURE_ENV}='maybe' is not true/false" in caplog.text
+
+
+def test_captured_values_are_json_or_text_and_bounded() -> None:
+    policy = ContentPolicy(True)
+    assert policy.capture is True and ContentPolicy(False).capture is False
+    assert policy.text({"b": "é", "a": [1, None]}) == '{"b": "é", "a": [1, null]}'  # insertion order, UTF-8 kept
+    assert policy.text({"when": object}) == '{"when": "<class \'object\'>"}'  # default=str
+
+    class Loop(list):  # type: ignore[type-arg]
+        pass
+
+    circular = Loop()
+    circular.append(circular)
+    assert policy.text(circular) == "[[...]]"  # not JSON: its str()
+    long = "x" * (MAX_CAPTURED_CHARS + 100)
+    assert policy.text(long) == "x" * MAX_CAPTURED_CHARS
+    near = "x" * (MAX_CAPTURED_CHARS - 40) + " sk-abcdefghijklmnopqrstuvwxyz " + "y" * 600
+    out = policy.text(near)
+    assert len(out) == MAX_CAPTURED_CHARS and out.startswith("x" * (MAX_CAPTURED_CHARS - 40) + " [REDACTED]")
+    assert policy.texts(["a sk-abcdefghijklmnop", "b"]) == ["a [REDACTED]", "b"]
+
+
+def test_previews_keep_whole_words_and_drop_only_a_cut_one() -> None:
+    policy = ContentPolicy(True)
+    assert policy.preview("ends with a space ", 18) == "ends with a space "  # at the limit, not cut mid-word
+    assert policy.preview("two words", 9) == "two "  # at the limit and ending in a word: maybe cut
+    assert policy.preview("two words", 10) == "two words"
+    assert policy.preview("x" * 12, 12) == ""  # a single cut word is dropped whole
+    assert policy.previews(["one two", "three"], 7) == ["one ", "three"]

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: train-pilot demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
+.PHONY: mutate train-pilot demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ unit: $(STAMP)
 ## training/pilot_report.json (out-of-sample figures: task-grouped folds and across sources)
 train-pilot: $(STAMP)
 	$(BIN)/python training/train_pilot.py
+
+## mutate: mutation testing (mutmut) of redaction, the FSM and the heuristic; docs/mutation.md has the last score
+mutate: $(STAMP)
+	$(BIN)/python -m pip install --quiet "mutmut>=3.3"
+	rm -rf mutants
+	$(BIN)/mutmut run; $(BIN)/mutmut results
 
 ## bench: steering core, middleware overhead, floors, and rb-otel vs peers in fresh processes (numbers, not assertions)
 bench: $(STAMP)

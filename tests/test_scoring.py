@@ -220,3 +220,14 @@ def test_signal_edges_that_a_mutation_would_move() -> None:
     assert score_signals("in src/a.py see 'alpha beta'")[3] == pytest.approx(0.2)  # a path + a quote
     # a matched phrase consumes its words; the scan goes on after it
     assert score_signals("not sure maybe " + "w " * 16)[0] == pytest.approx(2 * 10 / 20)
+
+
+def test_caps_the_scan_and_the_type_error() -> None:
+    from rb_otel.steering.scoring import score_signals
+
+    assert score_signals("word " * 1000)[1] == 1.0  # length saturates at 500 words
+    assert score_signals(" ".join(f"src/f{i}.py" for i in range(30)))[3] == 1.0  # entities saturate at 10
+    # a candidate inside a matched phrase is skipped and the scan goes on: "try" inside "let me try again"
+    assert score_signals("let me try again maybe " + "w " * 15)[0] == pytest.approx(2 * 10 / 20)
+    with pytest.raises(TypeError, match="got int"):
+        score_step(3)  # type: ignore[arg-type]

@@ -124,9 +124,10 @@ def test_circuit_breaker_stops_calling_a_failing_server() -> None:
         assert len(FakeRbApi.requests) == 3
 
 
-def test_the_api_key_never_leaks(otel: Otel, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("mode", ["500", "malformed", "reset", "429:0", "slow:3"])
+def test_the_api_key_never_leaks(otel: Otel, caplog: pytest.LogCaptureFixture, mode: str) -> None:
     caplog.set_level(logging.DEBUG)
-    with fake_rbapi(**{"*": ["500"]}) as url:
+    with fake_rbapi(**{"*": [mode]}) as url:
         rb = ReasonBlocks(
             KEY,
             base_url=url,
@@ -140,7 +141,8 @@ def test_the_api_key_never_leaks(otel: Otel, caplog: pytest.LogCaptureFixture) -
         assert client is not None
         with pytest.raises(RemoteError) as info:
             client.post("/x", {}, deadline=time.monotonic() + 0.2)
-    texts = [repr(rb), repr(client), repr(client.config), str(info.value), caplog.text]
+    texts = [repr(rb), repr(client), repr(client.config), str(info.value), repr(info.value), caplog.text]
+    texts += [str(r.exc_info) for r in caplog.records if r.exc_info]
     texts += [str(dict(s.attributes or {})) + str(s.events) for s in otel.exporter.get_finished_spans()]
     for data in otel.reader.get_metrics_data().resource_metrics:
         texts.append(str(data.to_json()))

@@ -20,7 +20,16 @@ from typing import NamedTuple
 from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, jaccard, names_a_path, tokens
 from rb_otel.types import StepRecord
 
-__all__ = ["EDIT_TOOLS", "SHELL_TOOLS", "FeatureCache", "RunLinks", "StepFeatures", "linked", "shell_command"]
+__all__ = [
+    "EDIT_TOOLS",
+    "SHELL_TOOLS",
+    "FeatureCache",
+    "RunLinks",
+    "StepFeatures",
+    "linked",
+    "shell_command",
+    "shell_paths",
+]
 
 EDIT_TOOLS = frozenset(
     {"edit", "write", "str_replace", "str_replace_editor", "patch", "apply_patch", "create_file", "overwrite"}
@@ -207,6 +216,19 @@ class StepFeatures:
     path_gaps: tuple[int, ...] = ()
 
 
+_QUOTED_ARGUMENT = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def shell_paths(command: str) -> frozenset[str]:
+    """The paths a shell command touches: its unquoted arguments that name a path, heredoc bodies and quoted
+    arguments (patterns, sed scripts, inline code) left out, options and ``/dev/null`` too."""
+    bare = _QUOTED_ARGUMENT.sub(" ", shell_command(command))
+    if "/" not in bare and "." not in bare:
+        return _NO_PATHS
+    found = (p for p in map(_PATH_OF.__getitem__, bare.split()) if p)
+    return frozenset(p for p in found if not p.startswith("-") and p != "/dev/null")
+
+
 def shell_command(action_input: str) -> str:
     """A shell command with heredoc bodies removed (the ``<<EOF`` line and what follows it on that line stay)."""
     if "<<" not in action_input:
@@ -218,7 +240,7 @@ def _compute(record: StepRecord) -> StepFeatures:
     action = (record.action or "").strip().lower()
     action_input = (record.action_input or "")[:MAX_TEXT_CHARS].lower()
     shell = action in SHELL_TOOLS
-    command = shell_command(action_input) if shell else action_input
+    command = shell_command(action_input) if shell else action_input  # what the edit test reads
     observation = (record.observation or "")[:MAX_TEXT_CHARS].lower()
     text = record.thought if len(record.thought) <= MAX_TEXT_CHARS else record.thought[:MAX_TEXT_CHARS]
     thought, words = tokens(text)  # usually already tokenised by the scorer
@@ -227,7 +249,7 @@ def _compute(record: StepRecord) -> StepFeatures:
         action=action,
         thought_words=content_words(text),
         input_words=content_words(_input_text(action_input)),
-        paths=_paths(command),
+        paths=shell_paths(action_input) if shell else _paths(action_input),
         declares_done=_DONE.found(present, thought),
         recaps=_RECAP.found(present, thought),
         announces_switch=_SWITCH.found(present, thought),

@@ -562,3 +562,14 @@ def test_tau2_reader_keeps_order_outcomes_and_lists_every_bad_record(sims: list[
         assert run.task_id == f"airline/{sim['task_id']}"
     bad_messages = sum(isinstance(m, int) for s in good for m in s["messages"])
     assert len(problems) == (len(sims) - len(good)) + bad_messages
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    quoted=st.lists(st.from_regex(r"[a-z]{1,5}(/[a-z]{1,5}|\.[a-z]{1,3}){1,3}", fullmatch=True), min_size=1, max_size=4)
+)
+def test_quoted_arguments_are_patterns_not_paths(quoted: list[str]) -> None:
+    from rb_otel.steering.monitors.features import shell_paths
+
+    command = "grep -rn " + " ".join(f"'{q}'" for q in quoted) + ' "x.y" src/app.py > /dev/null'
+    assert shell_paths(command) == frozenset({"src/app.py"})

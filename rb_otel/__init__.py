@@ -39,6 +39,10 @@ _LAZY: dict[str, str] = {
     "create_injections": "rb_otel.steering.injections",
     "render_pattern": "rb_otel.steering.rendering",
     "score_step": "rb_otel.steering.scoring",
+    "JudgeScorer": "rb_otel.steering.judge",
+    "PilotScorer": "rb_otel.steering.pilot",
+    "Scorer": "rb_otel.steering.scorers",
+    "ScorerStep": "rb_otel.steering.scorers",
     # the LangChain face
     "ReasonBlocks": "rb_otel.reasonblocks",
     "ReasonBlocksMiddleware": "rb_otel.integrations.langchain",
@@ -54,6 +58,7 @@ __all__ = [
     "FSMState",
     "HashingEmbeddings",
     "InMemoryPatternStore",
+    "JudgeScorer",
     "LocalMonitorBackend",
     "MonitorBackend",
     "MonitorEvaluation",
@@ -61,8 +66,11 @@ __all__ = [
     "Pattern",
     "PatternStore",
     "PendingInjection",
+    "PilotScorer",
     "ReasonBlocks",
     "ReasonBlocksMiddleware",
+    "Scorer",
+    "ScorerStep",
     "SteeringSession",
     "StepDecision",
     "StepLogEntry",
@@ -102,8 +110,11 @@ if TYPE_CHECKING:
         MonitorSteeringInjection,
         create_injections,
     )
+    from rb_otel.steering.judge import JudgeScorer
     from rb_otel.steering.monitors import LocalMonitorBackend, MonitorBackend
+    from rb_otel.steering.pilot import PilotScorer
     from rb_otel.steering.rendering import render_pattern
+    from rb_otel.steering.scorers import Scorer, ScorerStep
     from rb_otel.steering.scoring import score_step
     from rb_otel.steering.session import SteeringSession
     from rb_otel.steering.state import TraceStateManager

@@ -8,7 +8,6 @@ for users is in the README: a threshold plus or minus the hysteresis margin is c
 from __future__ import annotations
 
 import math
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -89,24 +88,12 @@ def test_a_monitor_fires_at_exactly_the_threshold() -> None:
 
 
 def test_io_harness_commits_the_last_row_of_a_step(tmp_path: Path) -> None:
+    from test_importers import make_store
+
     path = tmp_path / "store.sqlite3"
-    db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE runs (id INTEGER PRIMARY KEY, goal TEXT NOT NULL, file TEXT NOT NULL, outcome TEXT,
-                           provider TEXT, parent_run_id INTEGER, depth INTEGER NOT NULL DEFAULT 0,
-                           status TEXT NOT NULL DEFAULT 'running', started_at TEXT);
-        CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, step INTEGER NOT NULL,
-                            decision TEXT NOT NULL, result TEXT NOT NULL, prompt TEXT NOT NULL DEFAULT '',
-                            tool_call TEXT NOT NULL DEFAULT '', tokens INTEGER NOT NULL DEFAULT 0);
-        INSERT INTO runs VALUES (1, 'goal', '/w', 'success', 'p', NULL, 0, 'completed', '2026-01-01T00:00:00Z');
-        INSERT INTO steps (run_id, step, decision, result, tokens) VALUES
-            (1, 1, 'first attempt', 'error', 5), (1, 1, 'second attempt', 'error', 5), (1, 1, 'committed', 'ok', 5);
-    """)
-    db.commit()
-    db.close()
+    make_store(path)  # step 2 of run 1 has three rows: 'spawn', 'retry 1 after a 503', then 'spawned two'
     [run] = replay(path)
-    [entry] = run.steps
-    assert entry.thought_preview == "committed"
+    assert [e.thought_preview for e in run.steps] == ["wrote a.txt", "spawned two", "done"]
 
 
 # -- what validation accepts, on its edges -------------------------------------------------------------------

@@ -17,14 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import metrics as otel_metrics
-from opentelemetry import trace
-
 from rb_otel.evaluation.metrics import auroc, auroc_interval, calibration_bins
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
 from rb_otel.importers.replay import replay
 from rb_otel.steering.scorers import Scorer, resolve_scorer
+from rb_otel.telemetry.silent import silent_providers
 from rb_otel.types import FSMState
 
 __all__ = ["EARLY_STEPS", "Evaluation", "EvaluationError", "RunOutcome", "Signal", "evaluate"]
@@ -167,6 +165,7 @@ def evaluate(
     shared = resolve_scorer(scorer)
     results: list[ReplayResult] = []
     problems: list[ImportProblem] = []
+    tracer_provider, meter_provider = silent_providers()  # measuring only: nothing is exported
     for path, in_directory in _files(paths):
         try:
             found = replay(
@@ -174,8 +173,8 @@ def evaluate(
                 format=format,
                 scorer=shared,
                 labels=outcomes,
-                tracer_provider=trace.NoOpTracerProvider(),
-                meter_provider=otel_metrics.NoOpMeterProvider(),
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
             )
         except RecordError as exc:
             if not in_directory:

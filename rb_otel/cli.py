@@ -20,16 +20,35 @@ def _demo(args: argparse.Namespace) -> int:
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}", file=sys.stderr)
         return 2
+    from rb_otel.demo.runner import demo_providers
+
+    out = Path(args.out)
+    providers = demo_providers(out, args.prometheus_port)
     options = DemoOptions(
-        out_dir=Path(args.out),
+        out_dir=out,
         scenarios=args.scenario or list(SCENARIOS),
         prometheus_port=args.prometheus_port,
         hold_seconds=args.hold,
         repeat=args.repeat,
         quiet=args.quiet,
+        providers=providers,
     )
-    run_demo(options)
-    return 0
+    try:
+        run_demo(options)
+    finally:
+        providers.shutdown()
+    return _report_delivery(providers, quiet=args.quiet)
+
+
+def _report_delivery(providers: Any, *, quiet: bool = False) -> int:
+    """Print what was and was not delivered; 1 when spans were dropped (the command's work is not all out)."""
+    lines, complete = providers.delivery()
+    for line in lines:
+        if not quiet or not complete:
+            print(f"exported {line}", file=sys.stdout if complete else sys.stderr)
+    if not complete:
+        print("warning: not everything was delivered; the files or the endpoint above say what", file=sys.stderr)
+    return 0 if complete else 1
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -42,6 +61,7 @@ def _replay(args: argparse.Namespace) -> int:
         service_name="rb-otel-replay",
         traces_file=out / "replay-traces.jsonl",
         metrics_file=out / "replay-metrics.jsonl",
+        fresh_files=True,
     )
     failed = 0
     try:
@@ -61,6 +81,9 @@ def _replay(args: argparse.Namespace) -> int:
                 print(f"error: {exc}", file=sys.stderr)
                 failed += 1
                 continue
+            if not results:
+                print(f"error: {path}: no runs found (is --format {args.format} right for it?)", file=sys.stderr)
+                failed += 1
             for result in results:
                 for line in _describe(result, args.rescore or args.scorer is not None):
                     print(line)
@@ -68,9 +91,8 @@ def _replay(args: argparse.Namespace) -> int:
                 print(f"skipped: {problem}", file=sys.stderr)
     finally:
         providers.shutdown()
-    for line in providers.descriptions:
-        print(f"exported {line}")
-    return 1 if failed else 0
+    delivered = _report_delivery(providers)
+    return 1 if failed or delivered else 0
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -135,12 +157,23 @@ def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rb_otel import __version__
+
     parser = argparse.ArgumentParser(prog="rb-otel", description="ReasonBlocks-style steering, as OpenTelemetry.")
+    parser.add_argument("--version", action="version", version=f"rb-otel {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log rb_otel warnings and debug output")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run scripted agents through the real pipeline and export them")
     demo.add_argument("--out", default="out", help="directory for traces.jsonl, metrics.jsonl, report.html")
-    demo.add_argument("--scenario", action="append", default=[], help="run only this scenario (repeatable)")
+    from rb_otel.demo.scenarios import SCENARIOS
+
+    demo.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        choices=list(SCENARIOS),
+        help=f"run only this scenario (repeatable): {', '.join(SCENARIOS)}",
+    )
     demo.add_argument(
         "--prometheus-port",
         type=int,
@@ -179,7 +212,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s"
     )
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C, also while waiting on an export: a line, not a traceback
+        print("interrupted; what was not exported yet is lost", file=sys.stderr)
+        return 130
     return code
 
 

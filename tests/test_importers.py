@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from components import SHARED_DATA
 from conftest import Otel
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ from rb_otel.importers.formats.agy import AgyStep, merge
 from rb_otel.importers.formats.io_harness import parse_tool_calls
 from rb_otel.types import StepLogEntry
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared test data not found at {DATA}")
 
 HARD = "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with KeyError again and again."

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from components import SHARED_DATA
 from conftest import Otel
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,7 +38,7 @@ from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.testing import ScriptedChatModel
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = SHARED_DATA
 SIGNAL = SHARED / "signal"
 needs_signal = pytest.mark.skipif(not SIGNAL.is_dir(), reason=f"signal data not found at {SIGNAL}")
 MINI_SLICE = 12

@@ -81,17 +81,23 @@ def _write_step_logs(path: Path, results: Sequence[RunResult]) -> None:
                 handle.write(json.dumps(entry.as_dict()) + "\n")
 
 
+def demo_providers(out: Path, prometheus_port: int | None = None) -> Providers:
+    """The demo's providers: OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else fresh OTLP/JSON files in ``out``."""
+    return configure(
+        service_name="rb-otel-demo",
+        traces_file=out / "traces.jsonl",
+        metrics_file=out / "metrics.jsonl",
+        prometheus_port=prometheus_port,
+        fresh_files=True,
+    )
+
+
 def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunResult]:
     """Run every selected scenario; returns the results (the report and files are written too)."""
     say: Callable[[str], None] = (lambda s: None) if options.quiet else (lambda s: print(s, file=stream, flush=True))
     out = options.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    providers = options.providers or configure(
-        service_name="rb-otel-demo",
-        traces_file=out / "traces.jsonl",
-        metrics_file=out / "metrics.jsonl",
-        prometheus_port=options.prometheus_port,
-    )
+    providers = options.providers or demo_providers(out, options.prometheus_port)
     for line in providers.descriptions:
         say(f"exporting {line}")
     strong = ScriptedChatModel(script=[], model_name="strong-1")

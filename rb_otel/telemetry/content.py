@@ -41,8 +41,17 @@ _LAST_WORD = re.compile(r"\S+\Z")
 
 
 def redact(text: str) -> str:
-    """Replace anything that looks like a credential with ``[REDACTED]``."""
-    return _SECRETS.sub(_REDACTED, text)
+    """Replace anything that looks like a credential with ``[REDACTED]``, and lone surrogates (text decoded with
+    ``surrogateescape``) with U+FFFD, which OTLP's UTF-8 encoding would otherwise refuse attribute by attribute."""
+    return _SECRETS.sub(_REDACTED, _valid_utf8(text))
+
+
+def _valid_utf8(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
 
 
 def resolve_capture(argument: bool | None) -> bool:

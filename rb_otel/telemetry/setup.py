@@ -39,6 +39,8 @@ _log = logging.getLogger("rb_otel.telemetry")
 DEFAULT_SERVICE_NAME = "rb-otel"
 DEFAULT_PROMETHEUS_HOST = "127.0.0.1"
 DEFAULT_PROMETHEUS_PORT = 9464
+#: Seconds one OTLP export may take (retries included) before it gives up: well under a user's patience.
+DEFAULT_EXPORT_TIMEOUT_S = 4.0
 
 
 @dataclass
@@ -50,13 +52,35 @@ class Providers:
     descriptions: list[str] = field(default_factory=list)
     prometheus_port: int | None = None
     span_exporter: CountingSpanExporter | None = None  # exported / dropped counts
+    traces_target: str = ""  # where spans go ("otlp", a file path, "console"), "" when nowhere
 
     def shutdown(self) -> None:
+        """Flush and stop both providers. Bounded: each OTLP export gives up after the export timeout, and once one
+        has failed the rest are dropped at once (and counted)."""
+        if self.span_exporter is not None:
+            self.span_exporter.closing()
         for provider in (self.tracer_provider, self.meter_provider):
             try:
                 provider.shutdown()
             except Exception:
                 _log.warning("shutting down %s failed", type(provider).__name__, exc_info=True)
+
+    def delivery(self) -> tuple[list[str], bool]:
+        """``(lines, complete)``: what was and was not delivered, for a command's closing summary."""
+        lines = [line for line in self.descriptions if not line.startswith("traces ")]
+        counting = self.span_exporter
+        if counting is None:
+            return lines, True
+        total = counting.exported + counting.dropped
+        if counting.dropped:
+            lines.insert(
+                0,
+                f"traces -> {self.traces_target}: {counting.exported} of {total} spans delivered, "
+                f"{counting.dropped} dropped (the exporter failed; is the endpoint up?)",
+            )
+            return lines, False
+        lines.insert(0, f"traces -> {self.traces_target}: {counting.exported} spans delivered")
+        return lines, True
 
 
 def _choice(env: str, allowed: tuple[str, ...], default: str) -> str:
@@ -75,17 +99,36 @@ def _otlp_http() -> bool:
     return protocol.startswith("http")
 
 
-def _span_exporter(kind: str, traces_file: Path | None) -> SpanExporter | None:
+def _export_timeout(argument: float | None) -> float:
+    if argument is not None:
+        if not argument > 0:
+            raise ValueError(f"export_timeout_s must be positive, got {argument!r}")
+        return float(argument)
+    raw = os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT", "").strip()
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            _log.warning(
+                "OTEL_EXPORTER_OTLP_TIMEOUT=%r is not a number of seconds; using %s", raw, DEFAULT_EXPORT_TIMEOUT_S
+            )
+        else:
+            if value > 0:
+                return value
+    return DEFAULT_EXPORT_TIMEOUT_S
+
+
+def _span_exporter(kind: str, traces_file: Path | None, timeout_s: float) -> SpanExporter | None:
     if kind == "otlp":
         if _otlp_http():
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
                 OTLPSpanExporter as HttpSpanExporter,
             )
 
-            return HttpSpanExporter()
+            return HttpSpanExporter(timeout=timeout_s)
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 
-        return GrpcSpanExporter()
+        return GrpcSpanExporter(timeout=timeout_s)
     if kind == "console":
         return ConsoleSpanExporter()
     if kind == "file" and traces_file is not None:
@@ -93,19 +136,19 @@ def _span_exporter(kind: str, traces_file: Path | None) -> SpanExporter | None:
     return None
 
 
-def _metric_exporter(kind: str, metrics_file: Path | None) -> MetricExporter | None:
+def _metric_exporter(kind: str, metrics_file: Path | None, timeout_s: float) -> MetricExporter | None:
     if kind == "otlp":
         if _otlp_http():
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
                 OTLPMetricExporter as HttpMetricExporter,
             )
 
-            return HttpMetricExporter()
+            return HttpMetricExporter(timeout=timeout_s)
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
             OTLPMetricExporter as GrpcMetricExporter,
         )
 
-        return GrpcMetricExporter()
+        return GrpcMetricExporter(timeout=timeout_s)
     if kind == "console":
         return ConsoleMetricExporter()
     if kind == "file" and metrics_file is not None:
@@ -133,11 +176,23 @@ def configure(
     metrics_file: str | Path | None = None,
     prometheus_port: int | None = None,
     metric_interval_ms: int = 5000,
+    fresh_files: bool = False,
+    export_timeout_s: float | None = None,
 ) -> Providers:
     """Build SDK providers from the environment; they are returned, not installed globally.
 
     ``prometheus_port`` (0 picks a free port) adds a pull endpoint whatever ``OTEL_METRICS_EXPORTER`` says.
+    ``fresh_files`` empties the trace and metric files first (the CLI's commands each write a new set; the
+    exporters themselves append, as the Collector's ``file`` exporter does). ``export_timeout_s`` bounds each OTLP
+    export: the argument, else ``OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds), else :data:`DEFAULT_EXPORT_TIMEOUT_S`.
     """
+    timeout_s = _export_timeout(export_timeout_s)
+    timeout_ms = int(timeout_s * 1000)
+    if fresh_files:
+        for file in (traces_file, metrics_file):
+            if file is not None:
+                Path(file).parent.mkdir(parents=True, exist_ok=True)
+                Path(file).write_text("", encoding="utf-8")
     attributes = {SERVICE_NAME: service_name} if service_name and not os.environ.get("OTEL_SERVICE_NAME") else {}
     resource = Resource.create(attributes)
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
@@ -149,12 +204,14 @@ def configure(
     descriptions: list[str] = []
 
     tracer_provider = TracerProvider(resource=resource)
-    span_exporter = _span_exporter(traces_kind, Path(traces_file) if traces_file else None)
+    span_exporter = _span_exporter(traces_kind, Path(traces_file) if traces_file else None, timeout_s)
     counting = None
+    target = ""
     if span_exporter is not None:
         counting = CountingSpanExporter(span_exporter)
-        tracer_provider.add_span_processor(BatchSpanProcessor(counting))
-        descriptions.append(f"traces -> {traces_kind if traces_kind != 'file' else traces_file}")
+        tracer_provider.add_span_processor(BatchSpanProcessor(counting, export_timeout_millis=timeout_ms))
+        target = str(traces_kind if traces_kind != "file" else traces_file)
+        descriptions.append(f"traces -> {target}")
 
     readers: list[MetricReader] = []
     served_port = None
@@ -163,9 +220,13 @@ def configure(
         readers.append(reader)
         descriptions.append(f"metrics -> Prometheus pull endpoint on port {served_port}")
     if metrics_kind != "prometheus":
-        metric_exporter = _metric_exporter(metrics_kind, Path(metrics_file) if metrics_file else None)
+        metric_exporter = _metric_exporter(metrics_kind, Path(metrics_file) if metrics_file else None, timeout_s)
         if metric_exporter is not None:
-            readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=metric_interval_ms))
+            readers.append(
+                PeriodicExportingMetricReader(
+                    metric_exporter, export_interval_millis=metric_interval_ms, export_timeout_millis=timeout_ms
+                )
+            )
             descriptions.append(f"metrics -> {metrics_kind if metrics_kind != 'file' else metrics_file}")
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    return Providers(tracer_provider, meter_provider, descriptions, served_port, counting)
+    return Providers(tracer_provider, meter_provider, descriptions, served_port, counting, target)

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.request import pathname2url
 
 from rb_otel.importers.formats._common import iso_seconds
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
@@ -63,8 +64,14 @@ def parse_tool_calls(raw: str) -> list[ImportedTool]:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    """Open the store read-only, leaving nothing beside it. Without a write-ahead log to read, ``immutable=1``
+    takes no locks and creates no ``-wal``/``-shm`` files (and works on read-only media); a store whose ``-wal``
+    holds data still being written is opened ``mode=ro`` so that data is read (SQLite then needs its ``-shm``)."""
+    wal = path.with_name(path.name + "-wal")
+    live = wal.exists() and wal.stat().st_size > 0
+    query = "mode=ro" if live else "mode=ro&immutable=1"
     try:
-        connection = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        connection = sqlite3.connect(f"file:{pathname2url(str(path.resolve()))}?{query}", uri=True)
         connection.execute("SELECT 1 FROM runs LIMIT 1")
     except sqlite3.DatabaseError as exc:
         raise RecordError(str(path), "database", f"not an io_harness store ({exc})") from None

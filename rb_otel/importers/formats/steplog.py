@@ -114,12 +114,19 @@ def _read_jsonl(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedR
         run_index += 1
 
 
-def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
+def _first_line(path: Path) -> bytes:
+    """The first non-blank line, whole however long it is (a JSONL entry may be larger than any sniff)."""
     with path.open("rb") as handle:
-        head = handle.read(4096).lstrip()
-    if head.startswith(b"["):
+        for line in handle:
+            if line.strip():
+                return line.strip()
+    return b""
+
+
+def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
+    first_line = _first_line(path)
+    if first_line.startswith(b"["):
         return _read_json(path, problems)
-    first_line = head.split(b"\n", 1)[0]
     try:
         first = json.loads(first_line)
     except ValueError:

@@ -1,0 +1,141 @@
+"""What a new user hit first, each pinned: --version and --help, an OTLP endpoint that is not there (a bounded
+wait, an honest summary, a non-zero exit, Ctrl-C without a traceback), lone surrogates in captured content, a long
+first JSONL line, an empty input, a read-only io_harness store, and output files rewritten per command."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from components import SHARED_DATA, free_port
+from conftest import Otel
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+from rb_otel import ReasonBlocks, __version__
+from rb_otel.cli import main
+from rb_otel.importers import replay
+from rb_otel.testing import ScriptedChatModel, tool_call
+
+ENTRY = {"step": 0, "fsm_state": "NORMAL", "thought_preview": "look", "tokens": 3}
+
+
+def _steplog(path: Path, entries: int = 3, thought: str = "look") -> Path:
+    path.write_text(
+        "".join(json.dumps({**ENTRY, "step": i, "thought_preview": thought}) + "\n" for i in range(entries))
+    )
+    return path
+
+
+def _cli(*args: str, env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "rb_otel.cli", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _dead_endpoint_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    return {**env, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}", **extra}
+
+
+def test_version_and_help_name_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"rb-otel {__version__}"
+    for command, names in (("demo", ["easy", "struggling", "stalled", "tool-error"]), ("replay", ["tau2_bench"])):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        assert all(name in text for name in names), text
+
+
+def test_a_dead_otlp_endpoint_is_a_bounded_wait_an_honest_summary_and_exit_1(tmp_path: Path) -> None:
+    source = _steplog(tmp_path / "run.jsonl")
+    # The bound is the subprocess timeout (a bounded wait, not a stopwatch): the default export timeout is 4 s.
+    done = _cli(
+        "replay", str(source), "--out", str(tmp_path / "out"), env=_dead_endpoint_env(), cwd=tmp_path, timeout=15
+    )
+    assert done.returncode == 1, done.stderr
+    assert "0 of 4 spans delivered, 4 dropped" in done.stderr  # a run span and three chat spans
+    assert "warning: not everything was delivered" in done.stderr and "Traceback" not in done.stderr
+    settable = _dead_endpoint_env(OTEL_EXPORTER_OTLP_TIMEOUT="1")
+    again = _cli("replay", str(source), "--out", str(tmp_path / "out"), env=settable, cwd=tmp_path, timeout=10)
+    assert again.returncode == 1 and "dropped" in again.stderr
+
+
+def test_ctrl_c_while_waiting_on_the_export_is_one_line(tmp_path: Path) -> None:
+    source = _steplog(tmp_path / "run.jsonl")
+    env = _dead_endpoint_env(OTEL_EXPORTER_OTLP_TIMEOUT="20")
+    command = [sys.executable, "-m", "rb_otel.cli", "replay", str(source), "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first: list[str] = []
+    reader = threading.Thread(target=lambda: first.append(proc.stdout.readline() if proc.stdout else ""), daemon=True)
+    reader.start()
+    reader.join(timeout=30)  # the run's line is printed before the export wait begins
+    assert first and "steplog" in first[0]
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+
+
+def test_lone_surrogates_in_captured_content_are_sanitised(otel: Otel, caplog: pytest.LogCaptureFixture) -> None:
+    broken = b"caf\xe9 au lait".decode("utf-8", "surrogateescape")
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, capture_content=True)
+    from conftest import add
+
+    script = [tool_call("add", {"a": 1, "b": 2}, "c", content=broken), AIMessage(broken)]
+    agent = create_agent(ScriptedChatModel(script=script), [add], middleware=[rb.middleware(agent_name="u")])
+    agent.invoke({"messages": [("user", broken)]})
+    spans = otel.exporter.get_finished_spans()
+    with caplog.at_level(logging.ERROR):
+        encoded = encode_spans(spans)  # what the OTLP exporters send
+    assert encoded.ByteSize() > 0 and not caplog.records
+    texts = " ".join(str(dict(s.attributes or {})) for s in spans)
+    assert "caf\ufffd au lait" in texts and "\udce9" not in texts
+
+
+def test_a_first_jsonl_line_over_any_sniff_is_read(tmp_path: Path) -> None:
+    path = _steplog(tmp_path / "long.jsonl", entries=2, thought="x" * 20_000)
+    [run] = replay(path, format="steplog")
+    assert run.step_count == 2
+
+
+def test_an_empty_input_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["replay", str(empty), "--format", "agy", "--out", str(tmp_path / "out")]) == 1
+    assert "no runs found" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "io_harness").is_dir(), reason=f"io_harness data not found in {SHARED_DATA}")
+def test_an_io_harness_store_is_read_without_leaving_files(tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite3"
+    shutil.copy(SHARED_DATA / "io_harness" / "store-0.22.0_populated.sqlite3", store)
+    store.chmod(0o444)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    results = replay(store)
+    assert results and sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_output_files_are_rewritten_per_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    source = _steplog(tmp_path / "run.jsonl")
+    out = tmp_path / "out"
+    sizes = []
+    for _ in range(2):
+        assert main(["replay", str(source), "--out", str(out)]) == 0
+        sizes.append(len((out / "replay-traces.jsonl").read_text().splitlines()))
+    assert sizes[0] == sizes[1] > 0

@@ -66,8 +66,12 @@ def test_demo_cli_writes_otlp_json_files(tmp_path: Path, monkeypatch: pytest.Mon
     assert {"rb.steps", "rb.runs", "rb.fsm.transitions", "gen_ai.client.token.usage"} <= metric_names
 
 
-def test_demo_rejects_unknown_scenarios(tmp_path: Path) -> None:
-    assert main(["demo", "--out", str(tmp_path), "--scenario", "nope", "--quiet"]) == 2
+def test_demo_rejects_unknown_scenarios(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", "--out", str(tmp_path), "--scenario", "nope", "--quiet"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "invalid choice: 'nope'" in error and all(name in error for name in ("easy", "stalled", "tool-error"))
 
 
 def test_configure_none_exports_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

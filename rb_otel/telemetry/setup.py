@@ -179,7 +179,8 @@ def configure(
     fresh_files: bool = False,
     export_timeout_s: float | None = None,
 ) -> Providers:
-    """Build SDK providers from the environment; they are returned, not installed globally.
+    """Build SDK providers from the environment; they are returned, not installed globally, and not shut down at
+    exit: call :meth:`Providers.shutdown` when done (it flushes).
 
     ``prometheus_port`` (0 picks a free port) adds a pull endpoint whatever ``OTEL_METRICS_EXPORTER`` says.
     ``fresh_files`` empties the trace and metric files first (the CLI's commands each write a new set; the
@@ -203,7 +204,9 @@ def configure(
     metrics_kind = _choice("OTEL_METRICS_EXPORTER", ("otlp", "console", "prometheus", "none"), default)
     descriptions: list[str] = []
 
-    tracer_provider = TracerProvider(resource=resource)
+    # No atexit shutdown: the caller shuts down (Providers.shutdown), and a Ctrl-C during that wait must end the
+    # process rather than start the same bounded wait again from an exit handler.
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     span_exporter = _span_exporter(traces_kind, Path(traces_file) if traces_file else None, timeout_s)
     counting = None
     target = ""
@@ -228,5 +231,5 @@ def configure(
                 )
             )
             descriptions.append(f"metrics -> {metrics_kind if metrics_kind != 'file' else metrics_file}")
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     return Providers(tracer_provider, meter_provider, descriptions, served_port, counting, target)

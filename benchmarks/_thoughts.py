@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-_SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "swe_agent"
+_SHARED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "swe_agent"  # real SWE-agent runs (NOTICE)
 
 FALLBACK = [
     (

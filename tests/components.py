@@ -79,8 +79,10 @@ def http_json(url: str, data: bytes | None = None, timeout: float = 5.0) -> Any:
         return json.loads(response.read())
 
 
-#: ``../shared/data`` beside the checkout, or ``RB_OTEL_SHARED_DATA`` (a mutation run copies the tests elsewhere).
-SHARED_DATA = Path(os.environ.get("RB_OTEL_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+#: The real records the tests read: ``tests/fixtures`` (small copies with their NOTICE, so a fresh clone runs every
+#: test), or ``RB_OTEL_SHARED_DATA`` to point them at the project's full shared data.
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SHARED_DATA = Path(os.environ.get("RB_OTEL_SHARED_DATA") or FIXTURES)
 
 
 def wait_until(check: Any, *, timeout: float, interval: float = 0.25, what: str = "condition") -> Any:

@@ -1,21 +1,22 @@
 """The steering signal on real runs: the public trajectory formats, labels, scorers, the pilot and ``evaluate``.
 
-Real runs come from ``../shared/data/signal`` (unpacked per session into a temporary folder: a slice of the
-mini-swe-agent runs and every tau2-bench file). No test asserts a figure fitted on the data it checks: the
-pilot is tested for its contracts (range, prefix-only, determinism, baselines), not for its AUROC.
+Real runs come from a slice of ``../shared/data/signal`` kept in ``tests/fixtures/signal`` (12 mini-swe-agent
+runs with their evaluation's outcomes, one tau2-bench results file; NOTICE there). No test asserts a figure fitted
+on the data it checks: the pilot is tested for its contracts (range, prefix-only, determinism, baselines), not for
+its AUROC.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import tarfile
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from components import SHARED_DATA
+from components import FIXTURES, SHARED_DATA
 from conftest import Otel
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,39 +40,24 @@ from rb_otel.steering.state import TraceStateManager
 from rb_otel.testing import ScriptedChatModel
 
 SHARED = SHARED_DATA
-SIGNAL = SHARED / "signal"
-needs_signal = pytest.mark.skipif(not SIGNAL.is_dir(), reason=f"signal data not found at {SIGNAL}")
 MINI_SLICE = 12
 
 
 @pytest.fixture(scope="session")
 def signal_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """tau2-bench files and the first MINI_SLICE mini-swe-agent runs with their results_summary.json."""
-    if not SIGNAL.is_dir():
-        pytest.skip(f"signal data not found at {SIGNAL}")
+    """A slice of the development data kept in tests/fixtures/signal (NOTICE there): 12 mini-swe-agent runs with
+    the evaluation's results_summary.json, and one tau2-bench results file. Copied so tests may add files."""
+    source = FIXTURES / "signal"
     root = tmp_path_factory.mktemp("signal")
-    with tarfile.open(SIGNAL / "tau2_grok.tar.xz") as tar:
-        tar.extractall(root, filter="data")
-    mini = root / "mini"
-    mini.mkdir()
-    with tarfile.open(SIGNAL / "mini_swe_agent_gemini3pro.tar.xz") as tar:
-        taken = 0
-        for member in tar:
-            name = Path(member.name).name
-            if name == "results_summary.json" or (name.endswith(".traj.json") and taken < MINI_SLICE):
-                taken += name.endswith(".traj.json")
-                member.name = name
-                tar.extract(member, mini, filter="data")
-    summary = mini / "results_summary.json"
-    labels = root / "labels.json"
-    summary.rename(labels)
-    return {"tau2": root / "tau2_grok", "mini": mini, "labels": labels}
+    shutil.copytree(source / "mini_swe_agent", root / "mini")
+    shutil.copytree(source / "tau2", root / "tau2_grok")
+    shutil.copy(source / "mini_swe_agent_results_summary.json", root / "labels.json")
+    return {"tau2": root / "tau2_grok", "mini": root / "mini", "labels": root / "labels.json"}
 
 
 # -- importers -----------------------------------------------------------------------------------------------
 
 
-@needs_signal
 def test_tau2_results_file(signal_data: dict[str, Path], otel: Otel) -> None:
     path = max(signal_data["tau2"].glob("*.json"), key=lambda p: p.stat().st_size)
     data = json.loads(path.read_text())
@@ -87,7 +73,6 @@ def test_tau2_results_file(signal_data: dict[str, Path], otel: Otel) -> None:
     assert len(tools) >= len(calls) > 0
 
 
-@needs_signal
 def test_mini_swe_agent_trajectory(signal_data: dict[str, Path]) -> None:
     path = sorted(signal_data["mini"].glob("*.traj.json"))[0]
     data = json.loads(path.read_text())
@@ -136,7 +121,6 @@ def test_mini_swe_agent_malformed_top_level(tmp_path: Path) -> None:
         replay(path)
 
 
-@needs_signal
 def test_tau_bench_results_list_skips_a_malformed_element(tmp_path: Path, otel: Otel) -> None:
     runs = [
         json.loads((SHARED / "tau_bench" / name).read_text())
@@ -160,7 +144,6 @@ def test_swe_agent_exit_status_in_any_case(tmp_path: Path) -> None:
         assert result.outcome.startswith(outcome)
 
 
-@needs_signal
 def test_directory_replay_with_labels_and_rescore_spans(signal_data: dict[str, Path], otel: Otel) -> None:
     labels = load_labels(signal_data["labels"])
     results = replay(signal_data["mini"], scorer="pilot", labels=labels, tracer_provider=otel.tracer_provider)
@@ -344,7 +327,6 @@ def test_auroc_matches_pairwise_counting() -> None:
     assert auroc(y, s) == pytest.approx(expected)
 
 
-@needs_signal
 def test_evaluate_cli_writes_json_and_html(
     signal_data: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -361,7 +343,6 @@ def test_evaluate_cli_writes_json_and_html(
     assert "score at the last step" in capsys.readouterr().out
 
 
-@needs_signal
 def test_evaluate_bad_inputs(signal_data: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(EvaluationError, match="carry no outcome; pass --labels FILE"):
         evaluate([signal_data["mini"]])

@@ -1,4 +1,4 @@
-"""Importers: every format on real files (tests/fixtures, see its NOTICE) and on fixtures built from the type definitions."""
+"""Importers: every format on real files (tests/fixtures, NOTICE there) and on fixtures built from type definitions."""
 
 from __future__ import annotations
 

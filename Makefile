@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: mutate train-pilot demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
+.PHONY: docs mutate train-pilot demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/rb-otel demo --out out
 
-## test: lint, type-check and run the whole test suite
-test: lint typecheck unit
+## test: lint, type-check, build the docs (links checked) and run the whole test suite
+test: lint typecheck docs unit
+
+## docs: the documentation site (mkdocs, strict: a broken link or anchor fails) -> site/
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(BIN)/ruff check rb_otel tests benchmarks grafana training

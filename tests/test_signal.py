@@ -37,7 +37,7 @@ from rb_otel.steering.scorers import ScorerStep, resolve_scorer
 from rb_otel.steering.scoring import score_step
 from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
-from rb_otel.testing import ScriptedChatModel
+from rb_otel.testing import ScriptedChatModel, tool_call
 
 SHARED = SHARED_DATA
 MINI_SLICE = 12
@@ -555,3 +555,25 @@ def test_quoted_arguments_are_patterns_not_paths(quoted: list[str]) -> None:
 
     command = "grep -rn " + " ".join(f"'{q}'" for q in quoted) + ' "x.y" src/app.py > /dev/null'
     assert shell_paths(command) == frozenset({"src/app.py"})
+
+
+def test_fired_monitors_are_evaluation_events_live_and_replayed(otel: Otel, signal_data: dict[str, Path]) -> None:
+    from conftest import add
+    from langchain.agents import create_agent
+
+    hard = "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with KeyError again and again."
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    script = [tool_call("add", {"a": 1, "b": 1}, f"c{i}", content=hard) for i in range(4)] + [AIMessage("done")]
+    agent = create_agent(ScriptedChatModel(script=script), [add], middleware=[rb.middleware(agent_name="e")])
+    out = agent.invoke({"messages": [("user", "x")]})
+    replay(signal_data["mini"], scorer="pilot", tracer_provider=otel.tracer_provider)
+    checked = 0
+    for span in otel.spans("chat"):
+        fired = list((span.attributes or {}).get("rb.monitors_fired", ()))
+        events = [dict(e.attributes or {}) for e in span.events if e.name == "gen_ai.evaluation.result"]
+        assert [e["gen_ai.evaluation.name"] for e in events] == fired
+        assert all(e["gen_ai.evaluation.score.label"] == "fired" and e["gen_ai.evaluation.score.value"] >= 0.6
+                   for e in events)  # fmt: skip
+        checked += len(events)
+    live_fired = sum(len(e["monitors_fired"]) for e in out["rb_step_log"])
+    assert live_fired > 0 and checked > live_fired  # live and replayed spans both carry them

@@ -332,6 +332,8 @@ class _Replayer:
             reasoning_tokens=step.reasoning_tokens,
         )
         end = start + duration
+        if evaluation is not None and entry.monitors_fired:
+            recorder.monitor_scores(run.run_id, entry.step, evaluation.scores)
         recorder.step(
             run.run_id,
             entry,

@@ -20,7 +20,8 @@ _log = logging.getLogger("rb_otel.steering")
 class StepEmitter(Protocol):
     """Receives a run's events. Called synchronously on the agent's thread, so it must not block or throw
     (the session logs and drops any exception it raises). An emitter may also have ``run_risk(run_id, risk)``,
-    called with the run-level risk just before ``run_finish``."""
+    called with the run-level risk just before ``run_finish``, and ``monitor_scores(run_id, step, scores)``, called
+    with a step's monitor scores just before its ``step`` when a monitor fired."""
 
     def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
 
@@ -67,6 +68,15 @@ class FanOutEmitter:
                     emitter.run_risk(run_id, risk)
                 except Exception:
                     _log.warning("emitter %s failed in run_risk; continuing", type(emitter).__name__, exc_info=True)
+
+    def monitor_scores(self, run_id: str, step: int, scores: Mapping[str, float]) -> None:
+        """Optional on emitters: a step's monitor scores, reported just before its ``step``."""
+        for emitter in self.emitters:
+            if hasattr(emitter, "monitor_scores"):
+                try:
+                    emitter.monitor_scores(run_id, step, scores)
+                except Exception:
+                    _log.warning("emitter %s failed in monitor_scores", type(emitter).__name__, exc_info=True)
 
     def run_finish(self, run_id: str, outcome: str) -> None:
         self._each("run_finish", run_id, outcome)

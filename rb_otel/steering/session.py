@@ -326,6 +326,9 @@ class SteeringSession:
         if self.emitter is not None:
             try:
                 composite = decision.evaluation.composite if decision.evaluation else None
+                report_scores = getattr(self.emitter, "monitor_scores", None)  # optional on emitters
+                if report_scores is not None and decision.evaluation is not None and entry.monitors_fired:
+                    report_scores(self.run_id, entry.step, decision.evaluation.scores)
                 self.emitter.step(self.run_id, entry, steering_ms=decision.steering_ms, composite=composite)
             except Exception:
                 _log.warning("telemetry emitter failed in step; continuing", exc_info=True)

@@ -18,6 +18,7 @@ __all__ = [
     "RunInfo",
     "chat_attributes",
     "error_type_of",
+    "evaluation_events",
     "outcome_label",
     "response_attributes",
 ]
@@ -95,6 +96,26 @@ def outcome_label(outcome: str) -> str:
 def error_type_of(outcome: str) -> str:
     prefix = "failure: "
     return outcome[len(prefix) :] if outcome.startswith(prefix) else outcome
+
+
+def evaluation_events(fired: Sequence[str], scores: Mapping[str, float]) -> list[tuple[str, Attributes]]:
+    """A ``gen_ai.evaluation.result`` event per monitor that fired, with its score (no content: the explanation
+    names the monitor and the score only)."""
+    events: list[tuple[str, Attributes]] = []
+    for name in fired:
+        score = float(scores.get(name, 1.0))
+        events.append(
+            (
+                n.EVENT_EVALUATION_RESULT,
+                {
+                    n.GEN_AI_EVALUATION_NAME: name,
+                    n.GEN_AI_EVALUATION_SCORE_VALUE: score,
+                    n.GEN_AI_EVALUATION_SCORE_LABEL: n.EVALUATION_LABEL_FIRED,
+                    n.GEN_AI_EVALUATION_EXPLANATION: f"{name} scored {score:.2f}, at or above its fire threshold",
+                },
+            )
+        )
+    return events
 
 
 def chat_attributes(

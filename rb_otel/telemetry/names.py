@@ -85,6 +85,13 @@ RB_FSM_TO: Final = "rb.fsm.to"
 
 # -- events ------------------------------------------------------------------------------------------------
 EVENT_FSM_TRANSITION: Final = "rb.fsm.transition"
+# One per monitor that fired on a chat span (GenAI evaluation event), so trace UIs show them natively.
+EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+EVALUATION_LABEL_FIRED: Final = "fired"
 
 # -- metrics (instrument name, unit) ---------------------------------------------------------------------
 METRIC_STEPS: Final = "rb.steps"

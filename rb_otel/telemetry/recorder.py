@@ -31,6 +31,7 @@ from rb_otel.telemetry.attributes import (
     RunInfo,
     chat_attributes,
     error_type_of,
+    evaluation_events,
     outcome_label,
     response_attributes,
 )
@@ -84,6 +85,7 @@ class RunRecorder:
         self.output_tokens = 0
         self.monitor_injections = 0
         self.risk: float | None = None
+        self._pending_scores: dict[int, dict[str, float]] = {}
         self.entered_skip = False
 
     @property
@@ -155,6 +157,11 @@ class RunRecorder:
         except Exception:
             _log.warning("recording step %s failed; continuing", entry.step, exc_info=True)
 
+    def monitor_scores(self, run_id: str, step: int, scores: Mapping[str, float]) -> None:
+        """The monitor scores of ``step``, reported before :meth:`step` creates its span (the session and the
+        importers do): its fired monitors become ``gen_ai.evaluation.result`` events with these scores."""
+        self._pending_scores[step] = dict(scores)
+
     def run_risk(self, run_id: str, risk: float) -> None:
         """Remember the run-level risk; ``rb.risk`` is written on the run span when it ends."""
         self.risk = float(risk)
@@ -191,8 +198,10 @@ class RunRecorder:
         steering_ms: float | None = None,
         composite: float | None = None,
         input_messages: Any = None,
+        monitor_scores: Mapping[str, float] | None = None,
     ) -> otel_context.Context:
-        """Open the live ``chat`` span for ``entry.step``; returns its context (for provider spans)."""
+        """Open the live ``chat`` span for ``entry.step``; returns its context (for provider spans). Each monitor in
+        ``entry.monitors_fired`` becomes a ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``."""
         attrs = chat_attributes(
             entry,
             composite=composite,
@@ -209,6 +218,8 @@ class RunRecorder:
         span = self._tracer.start_span(
             f"{n.OP_CHAT} {request_model}", context=self.context, kind=SpanKind.CLIENT, attributes=attrs
         )
+        for name, event_attrs in evaluation_events(entry.monitors_fired, monitor_scores or {}):
+            span.add_event(name, event_attrs)
         self._live[entry.step] = LiveChat(span, time.perf_counter(), provider, request_model, composite, attrs)
         return trace.set_span_in_context(span)
 
@@ -331,6 +342,10 @@ class RunRecorder:
             span.set_status(Status(StatusCode.ERROR, error_type))
         for name, event_attrs in events:
             span.add_event(name, event_attrs)
+        scores = self._pending_scores.pop(entry.step, None)
+        if live is None and entry.monitors_fired:  # a live span got its evaluation events when it began
+            for name, event_attrs in evaluation_events(entry.monitors_fired, scores or {}):
+                span.add_event(name, event_attrs)
         self._batch.add(end_span, span, changed, end_ns)  # queued first: the span ends whatever follows
         self._count(entry, response)
         self._metrics.step(

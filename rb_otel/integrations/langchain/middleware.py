@@ -281,6 +281,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             steering_ms=decision.steering_ms,
             composite=decision.evaluation.composite if decision.evaluation else None,
             input_messages=input_messages,
+            monitor_scores=decision.evaluation.scores if decision.evaluation else None,
         )
         token = otel_context.attach(chat_ctx)  # provider SDK spans nest under the chat span
         return StepCall(decision, new_request, token)

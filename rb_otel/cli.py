@@ -133,6 +133,19 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from rb_otel.report import load_runs, render_report
+
+    runs, problems = load_runs(args.paths)
+    for problem in problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    if not runs:
+        print(f"error: no runs (invoke_agent spans) in {', '.join(args.paths)}", file=sys.stderr)
+        return 2
+    _write(Path(args.out), render_report(runs))
+    return 0
+
+
 def _write(path: Path, text: str) -> None:
     import os
 
@@ -204,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--html", default=None, help="write an HTML report with a calibration plot here")
     ev.add_argument("--quiet", action="store_true", help="no progress lines")
     ev.set_defaults(func=_evaluate)
+    rp = sub.add_parser("report", help="an HTML page for the runs in OTLP/JSON trace files")
+    rp.add_argument("paths", nargs="+", help="OTLP/JSON lines files (the Collector file exporter's, the demo's)")
+    rp.add_argument("--out", default="report.html", help="where to write the page (default: report.html)")
+    rp.set_defaults(func=_report)
     return parser
 
 

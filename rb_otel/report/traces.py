@@ -1,0 +1,196 @@
+"""Runs read back from OTLP/JSON trace files (the Collector ``file`` exporter's format, which the demo, replay and
+``configure(traces_file=...)`` write): each ``invoke_agent`` span with its ``chat`` and ``execute_tool`` children.
+
+Only the JSON is read: nothing here talks to OpenTelemetry. A line that is not valid JSON is reported (file and
+line) and skipped; the rest of the file is read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ReportRun", "ReportStep", "ReportTool", "load_runs"]
+
+_SEVERITY = {"INIT": 0, "FAST": 1, "NORMAL": 2, "SLOW": 3, "SKIP": 4}
+
+
+@dataclass(slots=True)
+class ReportTool:
+    name: str
+    start: float
+    end: float
+    arguments: str | None = None  # only when content was captured
+    result: str | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class ReportStep:
+    index: int
+    start: float
+    end: float
+    state: str
+    difficulty: float | None
+    model: str
+    routed_model: str
+    monitors: list[tuple[str, float]] = field(default_factory=list)  # fired, with scores
+    composite: float | None = None
+    guidance_sources: list[str] = field(default_factory=list)
+    guidance: list[str] = field(default_factory=list)  # the injected texts, when captured
+    thought: str | None = None  # the thought preview, when captured
+    error: str | None = None
+    tools: list[ReportTool] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ReportRun:
+    run_id: str
+    agent: str
+    outcome: str
+    start: float
+    end: float
+    trace_id: str
+    steps: list[ReportStep] = field(default_factory=list)
+    scorer: str = ""
+    risk: float | None = None
+
+    @property
+    def states(self) -> list[str]:
+        """The FSM states the run was in, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for step in self.steps:
+            if step.state:
+                seen.setdefault(step.state)
+        return list(seen)
+
+    @property
+    def most_severe(self) -> str:
+        return max(self.states, key=lambda s: _SEVERITY.get(s, 0), default="")
+
+
+def _value(raw: dict[str, Any]) -> Any:
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in raw:
+            return raw[key]
+    if "intValue" in raw:
+        return int(raw["intValue"])
+    if "arrayValue" in raw:
+        return [_value(v) for v in raw["arrayValue"].get("values", [])]
+    return None
+
+
+def _attributes(raw: Iterable[dict[str, Any]] | None) -> dict[str, Any]:
+    return {a["key"]: _value(a.get("value", {})) for a in raw or () if isinstance(a, dict) and "key" in a}
+
+
+def _seconds(nanos: Any) -> float:
+    try:
+        return int(nanos) / 1e9
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _spans(path: Path, problems: list[str]) -> Iterable[dict[str, Any]]:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                document = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append(f"{path}: line {number}: not valid JSON ({exc.msg})")
+                continue
+            if not isinstance(document, dict):
+                problems.append(f"{path}: line {number}: expected an OTLP/JSON object with 'resourceSpans'")
+                continue
+            for resource_spans in document.get("resourceSpans", []):
+                for scope_spans in resource_spans.get("scopeSpans", []):
+                    yield from scope_spans.get("spans", [])
+
+
+def _step(span: dict[str, Any]) -> ReportStep:
+    attrs = _attributes(span.get("attributes"))
+    scores = {}
+    for event in span.get("events", []):
+        if event.get("name") == "gen_ai.evaluation.result":
+            e = _attributes(event.get("attributes"))
+            scores[str(e.get("gen_ai.evaluation.name"))] = float(e.get("gen_ai.evaluation.score.value") or 0.0)
+    fired = [str(m) for m in attrs.get("rb.monitors_fired") or []]
+    error = attrs.get("error.type")
+    if error is None and (span.get("status") or {}).get("code") in (2, "STATUS_CODE_ERROR"):
+        error = (span.get("status") or {}).get("message") or "error"
+    return ReportStep(
+        index=int(attrs.get("rb.step", 0) or 0),
+        start=_seconds(span.get("startTimeUnixNano")),
+        end=_seconds(span.get("endTimeUnixNano")),
+        state=str(attrs.get("rb.fsm_state") or ""),
+        difficulty=attrs.get("rb.difficulty"),
+        model=str(attrs.get("gen_ai.request.model") or ""),
+        routed_model=str(attrs.get("rb.model_id") or ""),
+        monitors=[(m, scores.get(m, float("nan"))) for m in fired],
+        composite=attrs.get("rb.monitor.composite"),
+        guidance_sources=[str(s) for s in attrs.get("rb.injection_sources") or []],
+        guidance=[str(t) for t in attrs.get("rb.intervention_texts") or []],
+        thought=attrs.get("rb.thought_preview"),
+        error=None if error is None else str(error),
+    )
+
+
+def _tool(span: dict[str, Any]) -> ReportTool:
+    attrs = _attributes(span.get("attributes"))
+    error = attrs.get("error.type")
+    return ReportTool(
+        name=str(attrs.get("gen_ai.tool.name") or span.get("name", "")),
+        start=_seconds(span.get("startTimeUnixNano")),
+        end=_seconds(span.get("endTimeUnixNano")),
+        arguments=attrs.get("gen_ai.tool.call.arguments"),
+        result=attrs.get("gen_ai.tool.call.result"),
+        error=None if error is None else str(error),
+    )
+
+
+def load_runs(paths: Iterable[str | Path]) -> tuple[list[ReportRun], list[str]]:
+    """Every run in ``paths``, in start order, and the problems met (``file: line N: what``)."""
+    problems: list[str] = []
+    spans: list[dict[str, Any]] = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            problems.append(f"{path}: no such file")
+            continue
+        spans.extend(_spans(path, problems))
+    children: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for span in spans:
+        if span.get("parentSpanId"):
+            children[str(span["parentSpanId"])].append(span)
+    runs = []
+    for span in spans:
+        if not str(span.get("name", "")).startswith("invoke_agent"):
+            continue
+        attrs = _attributes(span.get("attributes"))
+        run = ReportRun(
+            run_id=str(attrs.get("rb.run_id") or span.get("spanId")),
+            agent=str(attrs.get("gen_ai.agent.name") or ""),
+            outcome=str(attrs.get("rb.outcome") or ""),
+            start=_seconds(span.get("startTimeUnixNano")),
+            end=_seconds(span.get("endTimeUnixNano")),
+            trace_id=str(span.get("traceId") or ""),
+            scorer="",
+            risk=attrs.get("rb.risk"),
+        )
+        kids = sorted(children.get(str(span.get("spanId")), []), key=lambda s: int(s.get("startTimeUnixNano", 0)))
+        for kid in kids:
+            name = str(kid.get("name", ""))
+            if name.startswith("chat"):
+                step = _step(kid)
+                run.scorer = run.scorer or str(_attributes(kid.get("attributes")).get("rb.scorer") or "")
+                run.steps.append(step)
+            elif name.startswith("execute_tool") and run.steps:
+                run.steps[-1].tools.append(_tool(kid))  # a tool runs after the model call that asked for it
+        runs.append(run)
+    runs.sort(key=lambda r: r.start)
+    return runs, problems

@@ -139,3 +139,30 @@ def test_output_files_are_rewritten_per_command(tmp_path: Path, monkeypatch: pyt
         assert main(["replay", str(source), "--out", str(out)]) == 0
         sizes.append(len((out / "replay-traces.jsonl").read_text().splitlines()))
     assert sizes[0] == sizes[1] > 0
+
+
+def test_a_thinking_block_is_the_thought_of_a_turn_without_text() -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    from rb_otel.integrations.langchain._messages import last_turn
+
+    thinking = AIMessage(
+        content=[
+            {"type": "thinking", "thinking": "The test fails on a KeyError; check the session.", "signature": "s"}
+        ],
+        tool_calls=[{"name": "read", "args": {"path": "a.py"}, "id": "t1", "type": "tool_call"}],
+    )
+    turn = last_turn(
+        [HumanMessage("fix it"), AIMessage("Looking around."), thinking, ToolMessage("ok", tool_call_id="t1")]
+    )
+    assert turn.thought == "The test fails on a KeyError; check the session." and turn.action == "read"
+    both = AIMessage(content=[{"type": "thinking", "thinking": "hidden"}, {"type": "text", "text": "Visible."}])
+    assert last_turn([both]).thought == "Visible." and last_turn([both]).reasoning == "hidden"
+
+
+def test_the_demo_report_says_which_states_a_run_reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    assert main(["demo", "--out", str(tmp_path), "--quiet", "--scenario", "easy"]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "states reached INIT, NORMAL, FAST" in page and "max state" not in page

@@ -139,10 +139,11 @@ def html_report(results: Sequence[RunResult], *, title: str = "rb-otel demo") ->
             f"<td>{e.tokens}</td></tr>"
             for e in r.steps
         )
-        states = [e.fsm_state for e in r.steps]
+        # The states in the order the run first reached them: "max state NORMAL" read wrong beside a chart ending
+        # in FAST (FAST is the calmer state, so it never is the "max").
+        reached = list(dict.fromkeys(e.fsm_state for e in r.steps if e.fsm_state))
         summary = (
-            f"{len(r.steps)} model calls, max state "
-            f"{max(states, key=list(STATE_COLOURS).index) if states else '-'}, outcome "
+            f"{len(r.steps)} model calls, states reached {', '.join(reached) or '-'}, outcome "
             f"<b>{html.escape(r.outcome)}</b>"
         )
         trace = f" &middot; trace <code>{html.escape(r.trace_id)}</code>" if r.trace_id else ""

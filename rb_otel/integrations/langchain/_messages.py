@@ -81,7 +81,8 @@ def reasoning_text(message: BaseMessage) -> str:
 
 
 def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
-    """Read the newest non-empty AIMessage text (``""`` if none) and the newest ToolMessage ([C29])."""
+    """Read the newest non-empty AIMessage text (``""`` if none) and the newest ToolMessage ([C29]). A message with
+    no text blocks but reasoning blocks (``thinking``/``reasoning``) has that reasoning as its text."""
     thought = ""
     action = action_input = observation = None
     observation_error = False
@@ -100,7 +101,8 @@ def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
                 call = message.tool_calls[0]
                 action = call.get("name") or None
                 action_input = _dump(call.get("args"))
-            text = message_text(message)
+            # A turn with only reasoning content (an Anthropic ``thinking`` block and a tool call) still has a thought.
+            text = message_text(message) or (reasoning_text(message) if not isinstance(message.content, str) else "")
             if text:
                 thought = text
                 break

@@ -69,7 +69,7 @@ class ReasonBlocks:
         task_profile: str = "coding",
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
-        capture_content: bool | None = None,
+        capture_content: bool | str | None = None,
         monitor_weights: Mapping[str, float] | None = None,
         monitor_backend: MonitorBackend | None = None,
         pattern_store: PatternStore | None = None,

@@ -166,3 +166,33 @@ def test_the_demo_report_says_which_states_a_run_reached(tmp_path: Path, monkeyp
     assert main(["demo", "--out", str(tmp_path), "--quiet", "--scenario", "easy"]) == 0
     page = (tmp_path / "report.html").read_text()
     assert "states reached INIT, NORMAL, FAST" in page and "max state" not in page
+
+
+@pytest.mark.parametrize("mode", ["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT", "true", "false"])
+def test_capture_modes_put_content_on_spans_events_or_nowhere(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    from conftest import add
+
+    from rb_otel.telemetry.content import CONTENT_ATTRIBUTES
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", mode)
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    script = [tool_call("add", {"a": 1, "b": 2}, "c", content="my secret sk-abcdefghijklmnopqrstuv plan"),
+              AIMessage("The answer is 3.")]  # fmt: skip
+    agent = create_agent(ScriptedChatModel(script=script), [add], middleware=[rb.middleware(agent_name="m")])
+    agent.invoke({"messages": [("user", "what is 1 + 2?")]})
+    on_spans, on_events = set(), set()
+    for span in otel.exporter.get_finished_spans():
+        on_spans |= set(span.attributes or {}) & CONTENT_ATTRIBUTES
+        for event in span.events:
+            if event.name in ("gen_ai.client.inference.operation.details", "rb.tool.call.details"):
+                on_events |= set(event.attributes or {}) & CONTENT_ATTRIBUTES
+        exported = str(dict(span.attributes or {})) + str([dict(e.attributes or {}) for e in span.events])
+        assert "sk-abcdefghijklmnopqrstuv" not in exported
+    everything = {"rb.thought_preview", "gen_ai.input.messages", "gen_ai.output.messages",
+                  "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"}  # fmt: skip
+    spans_expected = mode in ("SPAN_ONLY", "SPAN_AND_EVENT", "true")
+    events_expected = mode in ("EVENT_ONLY", "SPAN_AND_EVENT")
+    assert (everything <= on_spans) is spans_expected and (bool(on_spans) is spans_expected)
+    assert (everything <= on_events) is events_expected and (bool(on_events) is events_expected)

@@ -52,7 +52,9 @@ class ChildSpans:
     ) -> Iterator[CallNote]:
         """A ``rb.monitors.evaluate`` / ``rb.etraces.retrieve`` span around one rb-api call."""
         name = n.SPAN_MONITORS_EVALUATE if operation == OP_MONITORS_EVALUATE else n.SPAN_ETRACES_RETRIEVE
-        attrs: Attributes = {n.RB_STEP: step, n.SERVER_ADDRESS: server}
+        # gen_ai.operation.name at creation, like every span rb-otel makes (backends that sample or keep spans by
+        # gen_ai.* see them); these operations are ours, so the value is the span name.
+        attrs: Attributes = {n.GEN_AI_OPERATION_NAME: name, n.RB_STEP: step, n.SERVER_ADDRESS: server}
         if tier:
             attrs[n.RB_ETRACE_TIER] = tier
         span = self._tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attrs)
@@ -87,6 +89,7 @@ class ChildSpans:
             attrs[n.GEN_AI_TOOL_CALL_ID] = call_id
         if self._content.capture and arguments is not None:
             attrs[n.GEN_AI_TOOL_CALL_ARGUMENTS] = self._content.text(arguments)
+        content = self._content.split(attrs)
         span = self._tracer.start_span(
             f"{n.OP_EXECUTE_TOOL} {name}",
             context=parent,
@@ -95,6 +98,7 @@ class ChildSpans:
             start_time=None if start_time is None else ns(start_time),
         )
         call = ToolCall(span, name, start_time)
+        call.content = content
         with self._lock:
             self._tools.add(call)
         return call
@@ -122,7 +126,13 @@ class ChildSpans:
                 if isinstance(error, BaseException):
                     span.record_exception(error)
             if self._content.capture and result is not None:
-                span.set_attribute(n.GEN_AI_TOOL_CALL_RESULT, self._content.text(result))
+                ended = {n.GEN_AI_TOOL_CALL_RESULT: self._content.text(result)}
+                content = self._content.split(ended)
+                if ended:
+                    span.set_attributes(ended)
+                call.content = {**(call.content or {}), **(content or {})}
+            if call.content:
+                span.add_event(n.EVENT_TOOL_CALL_DETAILS, call.content)
             if end_time is not None and call.start_time is not None:
                 duration = max(end_time - call.start_time, 0.0)
             else:

@@ -14,7 +14,15 @@ import os
 import re
 from typing import Any, Final
 
-__all__ = ["CAPTURE_ENV", "ContentPolicy", "redact", "resolve_capture"]
+__all__ = [
+    "CAPTURE_ENV",
+    "CAPTURE_MODES",
+    "CONTENT_ATTRIBUTES",
+    "ContentPolicy",
+    "redact",
+    "resolve_capture",
+    "resolve_capture_mode",
+]
 
 _log = logging.getLogger("rb_otel.telemetry")
 
@@ -24,6 +32,24 @@ CAPTURE_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 MAX_CAPTURED_CHARS: Final = 8192
 #: Redaction reads this far past the cut, so a secret that straddles it is still recognised (and removed) whole.
 _REDACT_LOOKAHEAD: Final = 512
+
+#: The GenAI capture modes (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``); ``true`` means SPAN_ONLY.
+NO_CONTENT, SPAN_ONLY, EVENT_ONLY, SPAN_AND_EVENT = "NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"
+CAPTURE_MODES: Final = (NO_CONTENT, SPAN_ONLY, EVENT_ONLY, SPAN_AND_EVENT)
+#: The attributes that carry content: on spans, on events, or on neither, as the mode says.
+CONTENT_ATTRIBUTES: Final = frozenset(
+    {
+        "rb.thought_preview",
+        "rb.injections",
+        "rb.intervention_texts",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    }
+)
+_FALSE = ("", "false", "0", "no", "off")
+_TRUE = ("true", "1", "yes", "on")
 
 _SECRETS = re.compile(
     r"(?i)(?:\b(?:bearer|basic)\s+[a-z0-9._~+/=-]{8,})"  # Authorization header values
@@ -54,26 +80,51 @@ def _valid_utf8(text: str) -> str:
     return text
 
 
-def resolve_capture(argument: bool | None) -> bool:
-    """Explicit argument, else the environment variable, else False. Invalid values are warned about."""
-    if argument is not None:
-        return bool(argument)
-    raw = os.environ.get(CAPTURE_ENV, "").strip().lower()
-    if raw in ("", "false", "0", "no", "off"):
-        return False
-    if raw in ("true", "1", "yes", "on"):
-        return True
-    _log.warning("%s=%r is not true/false; content capture stays off", CAPTURE_ENV, raw)
-    return False
+def resolve_capture_mode(argument: bool | str | None) -> str:
+    """The capture mode: the argument (a bool or a mode name), else the environment variable, else NO_CONTENT.
+    ``true``/``false`` (and 1/0, yes/no, on/off) keep their meaning (true = SPAN_ONLY); anything else is warned
+    about and captures nothing."""
+    if isinstance(argument, bool):
+        return SPAN_ONLY if argument else NO_CONTENT
+    raw = (argument if argument is not None else os.environ.get(CAPTURE_ENV, "")).strip()
+    if raw.upper() in CAPTURE_MODES:
+        return raw.upper()
+    if raw.lower() in _FALSE:
+        return NO_CONTENT
+    if raw.lower() in _TRUE:
+        return SPAN_ONLY
+    where = "capture_content" if argument is not None else CAPTURE_ENV
+    _log.warning("%s=%r is not true/false; content capture stays off", where, raw.lower())
+    return NO_CONTENT
+
+
+def resolve_capture(argument: bool | str | None) -> bool:
+    """Whether any content is captured: explicit argument, else the environment variable, else False."""
+    return resolve_capture_mode(argument) != NO_CONTENT
 
 
 class ContentPolicy:
-    """Decides whether content goes on spans and prepares it (redacted, bounded)."""
+    """Decides whether content is captured and where (span attributes, events), and prepares it (redacted,
+    bounded). ``capture`` is a bool (True = SPAN_ONLY) or a mode name."""
 
-    __slots__ = ("capture",)
+    __slots__ = ("capture", "mode", "on_events", "on_spans")
 
-    def __init__(self, capture: bool) -> None:
-        self.capture = capture
+    def __init__(self, capture: bool | str) -> None:
+        self.mode = resolve_capture_mode(capture)
+        self.on_spans = self.mode in (SPAN_ONLY, SPAN_AND_EVENT)
+        self.on_events = self.mode in (EVENT_ONLY, SPAN_AND_EVENT)
+        self.capture = self.on_spans or self.on_events  # content is collected at all
+
+    def split(self, attrs: dict[str, Any]) -> dict[str, Any] | None:
+        """Move or copy the content attributes of ``attrs`` (in place) as the mode says; returns the attributes
+        for a content event, or ``None`` when there is none to add."""
+        if not self.capture:
+            return None
+        content = {k: v for k, v in attrs.items() if k in CONTENT_ATTRIBUTES}
+        if not self.on_spans:
+            for key in content:
+                del attrs[key]
+        return content if self.on_events and content else None
 
     def text(self, value: Any) -> str:
         """``value`` as redacted, bounded text; callers must check :attr:`capture` first."""

@@ -13,7 +13,7 @@ from opentelemetry import metrics, trace
 
 from rb_otel import __version__
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
-from rb_otel.telemetry.content import ContentPolicy, resolve_capture
+from rb_otel.telemetry.content import ContentPolicy, resolve_capture_mode
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.recorder import RunInfo, RunRecorder
 
@@ -52,7 +52,7 @@ class Telemetry:
         *,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
-        capture_content: bool | None = None,
+        capture_content: bool | str | None = None,
         enabled: bool = True,
         batch_window: float = DEFAULT_BATCH_WINDOW,
     ) -> None:
@@ -73,7 +73,7 @@ class Telemetry:
         self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=tracer_provider)
         self.meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider=meter_provider)
         self.instruments = Instruments(self.meter)
-        self.content = ContentPolicy(resolve_capture(capture_content))
+        self.content = ContentPolicy(resolve_capture_mode(capture_content))
         self.batch_window = float(batch_window)
         self._recorders: weakref.WeakSet[RunRecorder] = weakref.WeakSet()  # for flush(); never keeps one alive
         self._lock = threading.Lock()

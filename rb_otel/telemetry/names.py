@@ -85,6 +85,10 @@ RB_FSM_TO: Final = "rb.fsm.to"
 
 # -- events ------------------------------------------------------------------------------------------------
 EVENT_FSM_TRANSITION: Final = "rb.fsm.transition"
+# Content as events (capture modes EVENT_ONLY / SPAN_AND_EVENT): the GenAI inference-details event on chat spans,
+# and ours on tool spans (the conventions define none there).
+EVENT_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
+EVENT_TOOL_CALL_DETAILS: Final = "rb.tool.call.details"
 # One per monitor that fired on a chat span (GenAI evaluation event), so trace UIs show them natively.
 EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
 GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"

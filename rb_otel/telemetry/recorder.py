@@ -215,12 +215,15 @@ class RunRecorder:
         attrs[n.GEN_AI_REQUEST_MODEL] = request_model
         if self._content.capture and input_messages is not None:
             attrs[n.GEN_AI_INPUT_MESSAGES] = self._content.text(input_messages)
+        content = self._content.split(attrs)  # the mode decides: span attributes, an event, or both
         span = self._tracer.start_span(
             f"{n.OP_CHAT} {request_model}", context=self.context, kind=SpanKind.CLIENT, attributes=attrs
         )
         for name, event_attrs in evaluation_events(entry.monitors_fired, monitor_scores or {}):
             span.add_event(name, event_attrs)
-        self._live[entry.step] = LiveChat(span, time.perf_counter(), provider, request_model, composite, attrs)
+        self._live[entry.step] = LiveChat(
+            span, time.perf_counter(), provider, request_model, composite, attrs, content=content
+        )
         return trace.set_span_in_context(span)
 
     def chat_response(self, step: int, response: ChatResponse) -> None:
@@ -311,6 +314,9 @@ class RunRecorder:
             attrs.update(response_attributes(response, self._content))
         if extra:
             attrs.update(extra)
+        content = self._content.split(attrs)
+        if live is not None and live.content:
+            content = {**live.content, **(content or {})}
         if live is not None:
             span = live.span
             # Setting an attribute re-validates its value; most were already set at start_span.
@@ -342,6 +348,8 @@ class RunRecorder:
             span.set_status(Status(StatusCode.ERROR, error_type))
         for name, event_attrs in events:
             span.add_event(name, event_attrs)
+        if content:
+            span.add_event(n.EVENT_INFERENCE_DETAILS, content)
         scores = self._pending_scores.pop(entry.step, None)
         if live is None and entry.monitors_fired:  # a live span got its evaluation events when it began
             for name, event_attrs in evaluation_events(entry.monitors_fired, scores or {}):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.trace import Span
 
@@ -22,14 +23,17 @@ class LiveChat:
     #: The attributes the span was started with: at the end only what changed is set again.
     start_attributes: Attributes
     response: ChatResponse | None = None
+    #: Content held for the span's content event (EVENT modes), added with the rest when the call ends.
+    content: dict[str, Any] | None = None
 
 
 class ToolCall:
     """An open ``execute_tool`` span; finish it with :meth:`RunRecorder.end_tool`."""
 
-    __slots__ = ("name", "span", "start_time", "started")
+    __slots__ = ("content", "name", "span", "start_time", "started")
 
     def __init__(self, span: Span, name: str, start_time: float | None = None) -> None:
+        self.content: dict[str, Any] | None = None  # for the span's content event (EVENT modes)
         self.span = span
         self.name = name
         self.started = time.perf_counter()

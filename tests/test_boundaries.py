@@ -2,7 +2,7 @@
 
 Thresholds here are sums that are exact in binary floating point (multiples of 1/8), so "exactly on the
 boundary" really is: ``0.2 + 0.1`` is ``0.30000000000000004`` and would leave ``>`` vs ``>=`` untested. The rule
-for users is in the README: a threshold plus or minus the hysteresis margin is computed in floating point.
+for users is in docs/development.md: a threshold plus or minus the hysteresis margin is computed in floating point.
 """
 
 from __future__ import annotations

@@ -577,3 +577,139 @@ def test_fired_monitors_are_evaluation_events_live_and_replayed(otel: Otel, sign
         checked += len(events)
     live_fired = sum(len(e["monitors_fired"]) for e in out["rb_step_log"])
     assert live_fired > 0 and checked > live_fired  # live and replayed spans both carry them
+
+
+# -- every field the readers fill, against the raw record (what a mutation of a key or a default would break) --
+
+
+def test_mini_swe_agent_fields_match_the_raw_record(signal_data: dict[str, Path]) -> None:
+    from rb_otel.importers.formats import mini_swe_agent
+
+    path = sorted(signal_data["mini"].glob("*.traj.json"))[0]
+    data = json.loads(path.read_text())
+    [run] = list(mini_swe_agent.read(path, []))
+    steps = list(run.steps)
+    info, messages = data["info"], data["messages"]
+    assert (run.run_id, run.task_id, run.source, run.agent_name) == (
+        data["instance_id"], data["instance_id"], "mini_swe_agent", "mini-swe-agent"
+    )  # fmt: skip
+    assert run.model == info["config"]["model"]["model_name"] and run.synthetic_timing
+    assert run.task == next(m["content"] for m in messages if m["role"] == "user")[:2000]
+    assert run.attributes == {
+        "rb.metadata.mini_swe_agent.exit_status": info["exit_status"],
+        "rb.metadata.mini_swe_agent.api_calls": info["model_stats"]["api_calls"],
+    }
+    assert run.summary == {"exit_status": info["exit_status"], "model_stats": info["model_stats"]}
+    assistant = [(i, m) for i, m in enumerate(messages) if m["role"] == "assistant"]
+    for step, (i, message) in zip(steps, assistant, strict=True):
+        response = message["extra"]["response"]
+        usage, raw = response["usage"], response["choices"][0]["message"]
+        reply = messages[i + 1]["content"] if i + 1 < len(messages) and messages[i + 1]["role"] == "user" else None
+        thought, commands = split_response(message["content"])
+        reasoning = raw.get("reasoning") or ""
+        assert step.thought == "\n".join(p for p in (reasoning, thought) if p)
+        assert (step.input_tokens, step.output_tokens) == (usage["prompt_tokens"], usage["completion_tokens"])
+        assert step.tokens == usage["prompt_tokens"] + usage["completion_tokens"]
+        assert step.reasoning_tokens == (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        assert step.model == response["model"]
+        assert step.observation == (reply[:400] if reply else None)
+        if len(commands) == 1:
+            [tool] = step.tools
+            assert (tool.name, tool.arguments, tool.result, tool.call_id) == (
+                "bash",
+                commands[0],
+                reply,
+                f"step-{step.index}",
+            )
+            code = (
+                int(reply.split("<returncode>")[1].split("</returncode>")[0])
+                if reply and "<returncode>" in reply
+                else 0
+            )
+            assert tool.error == (None if code == 0 else f"exit code {code}")
+    assert [s.index for s in steps] == list(range(len(steps)))
+
+
+def test_tau_bench_fields_match_the_raw_record(tmp_path: Path) -> None:
+    from rb_otel.importers.formats import tau_bench
+
+    raw = [json.loads(p.read_text()) for p in sorted((SHARED / "tau_bench").glob("*.json"))]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(raw))
+    runs = list(tau_bench.read(path, []))
+    for run, element in zip(runs, raw, strict=True):
+        assert (run.source, run.agent_name, run.task_id) == ("tau_bench", "tau-bench", str(element["task_id"]))
+        assert run.attributes == {"rb.metadata.reward": float(element["reward"])} and run.synthetic_timing
+        assert run.task == next(m["content"] for m in element["traj"] if m["role"] == "user")[:2000]
+        assert len(list(run.steps)) == sum(m["role"] == "assistant" for m in element["traj"])
+    assert tau_bench.reward_outcome(0.5) == "failure: reward 0.5" and tau_bench.reward_outcome(1) == "success"
+    assert tau_bench.reward_outcome(None) == tau_bench.reward_outcome(True) == "unfinished"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{}", "{path}: top level: expected a JSON list of results {{task_id, trial, reward, traj}}"),
+    ],
+)
+def test_tau_bench_top_level_message(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(content)
+    with pytest.raises(RecordError) as raised:
+        replay(path, format="tau_bench")
+    assert str(raised.value) == message.format(path=path)
+
+
+def test_reader_problems_name_the_element_and_the_problem(tmp_path: Path) -> None:
+    from rb_otel.importers.formats import mini_swe_agent, tau_bench
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps([1, {"traj": [], "reward": None}]))
+    problems: list[Any] = []
+    assert list(tau_bench.read(path, problems)) == []
+    assert [str(p) for p in problems] == [
+        f"{path}: element 0: expected an object with a 'traj' message list",
+        f"{path}: element 1: 'reward' must be a number, got None",
+    ]
+    traj = tmp_path / "t.traj.json"
+    traj.write_text(
+        json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": [3, {"role": "user", "content": "go"}]})
+    )
+    problems = []
+    [run] = list(mini_swe_agent.read(traj, problems))
+    assert [str(p) for p in problems] == [f"{traj}: messages[0]: expected an object with a 'role'"]
+    assert run.task == "go" and run.run_id == "t" and list(run.steps) == []
+
+
+def test_labels_messages_and_paths(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    with pytest.raises(RecordError) as raised:
+        load_labels(missing)
+    assert str(raised.value) == f"{missing}: file: no such labels file"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"instances": [{"instance_id": "a", "resolved": True}, {"resolved": True}]}))
+    with pytest.raises(RecordError) as raised:
+        load_labels(bad)
+    assert str(raised.value) == f"{bad}: instances[1]: expected {{instance_id, resolved: true|false}}"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"a": 1}))
+    with pytest.raises(RecordError) as raised:
+        load_labels(other)
+    assert str(raised.value) == (
+        f"{other}: top level: not a labels file: expected SWE-bench results.json ({{'resolved': [ids]}}), "
+        "mini-swe-agent results_summary.json ({'instances': [...]}) or {run_id: true|false}"
+    )
+    for shape in ({"resolved": ["a"], "error": ["b"]}, {"instances": [{"instance_id": "a", "resolved": True}]},
+                  {"a": True}):  # fmt: skip
+        good = tmp_path / "good.json"
+        good.write_text(json.dumps(shape))
+        labels = load_labels(good)
+        assert labels.path == str(good) and labels.outcome_of("a") is True and len(labels) == len(list(labels))
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(json.dumps({"resolved": ["a", "b"], "unresolved": ["b", "c"]}))
+    assert [load_labels(mixed).outcome_of(x) for x in "abc"] == [True, True, False]  # resolved wins
+    assert load_labels(mixed)["c"] is False
+    for not_labels in ([True], {}, {"a": True, "b": 1}):
+        other.write_text(json.dumps(not_labels))
+        with pytest.raises(RecordError, match="not a labels file"):
+            load_labels(other)

@@ -7,17 +7,11 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rb_otel.report.html import STATE_COLOURS  # one palette for both reports
 from rb_otel.types import StepLogEntry
 
 __all__ = ["RunResult", "format_table", "html_report"]
 
-STATE_COLOURS = {
-    "INIT": "#9e9e9e",
-    "FAST": "#2e7d32",
-    "NORMAL": "#1565c0",
-    "SLOW": "#ef6c00",
-    "SKIP": "#c62828",
-}
 _SOURCE_SHORT = {
     "MonitorSteeringInjection": "M",
     "E1Injection": "E1",
@@ -128,7 +122,7 @@ def _timeline_svg(steps: Sequence[StepLogEntry], width: int = 900, height: int =
 
 def html_report(results: Sequence[RunResult], *, title: str = "rb-otel demo") -> str:
     """One self-contained HTML page: a timeline picture and a step table per run."""
-    legend = " ".join(f'<span style="color:{c}">&#9679; {s}</span>' for s, c in STATE_COLOURS.items())
+    legend = " ".join(f'<span style="color:{c}">&#9679; {s}</span>' for s, c in STATE_COLOURS.items() if s)
     sections = []
     for r in results:
         rows = "".join(

@@ -196,3 +196,20 @@ def test_capture_modes_put_content_on_spans_events_or_nowhere(
     events_expected = mode in ("EVENT_ONLY", "SPAN_AND_EVENT")
     assert (everything <= on_spans) is spans_expected and (bool(on_spans) is spans_expected)
     assert (everything <= on_events) is events_expected and (bool(on_events) is events_expected)
+
+
+def test_capture_mode_edges(caplog: pytest.LogCaptureFixture) -> None:
+    from rb_otel.telemetry.content import ContentPolicy, redact, resolve_capture_mode
+
+    assert (
+        resolve_capture_mode("event_only") == "EVENT_ONLY"
+        and resolve_capture_mode(" Span_And_Event ") == "SPAN_AND_EVENT"
+    )
+    with caplog.at_level(logging.WARNING, logger="rb_otel.telemetry"):
+        assert resolve_capture_mode("sometimes") == "NO_CONTENT"
+    assert [r.getMessage() for r in caplog.records] == [
+        "capture_content='sometimes' is not true/false; content capture stays off"
+    ]
+    assert ContentPolicy("EVENT_ONLY").split({"rb.thought_preview": "t", "rb.step": 1}) == {"rb.thought_preview": "t"}
+    # both ends of the surrogate range are replaced; a valid astral character is kept
+    assert redact("a\ud800b\udfffc\U0001f600") == "a\ufffdb\ufffdc\U0001f600"

@@ -177,7 +177,9 @@ def test_label_file_shapes(tmp_path: Path) -> None:
     summary.write_text(json.dumps({"instances": [{"instance_id": "a", "resolved": True}]}))
     assert [load_labels(swe).outcome_of(x) for x in "abc"] == [True, False, None]
     assert [load_labels(only).outcome_of(x) for x in "ab"] == [True, False]
-    assert [load_labels(plain).outcome_of(x) for x in ("a", "b", "a.traj")] == [True, False, True]
+    assert [load_labels(plain).outcome_of(x) for x in ("a", "b", "a.traj", "a.json", "b.traj.json")] == [
+        True, False, True, True, False
+    ]  # fmt: skip
     assert load_labels(summary).outcome_of("a") is True
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"instances": [{"instance_id": "a"}]}))
@@ -643,6 +645,11 @@ def test_tau_bench_fields_match_the_raw_record(tmp_path: Path) -> None:
         assert run.task == next(m["content"] for m in element["traj"] if m["role"] == "user")[:2000]
         assert len(list(run.steps)) == sum(m["role"] == "assistant" for m in element["traj"])
     assert tau_bench.reward_outcome(0.5) == "failure: reward 0.5" and tau_bench.reward_outcome(1) == "success"
+    no_trial = {k: v for k, v in raw[0].items() if k != "trial"}
+    path.write_text(json.dumps([no_trial]))
+    problems: list[Any] = []
+    [run] = list(tau_bench.read(path, problems))
+    assert run.run_id == f"task-{no_trial['task_id']}-trial-0" and problems == []
     assert tau_bench.reward_outcome(None) == tau_bench.reward_outcome(True) == "unfinished"
 
 
@@ -713,3 +720,31 @@ def test_labels_messages_and_paths(tmp_path: Path) -> None:
         other.write_text(json.dumps(not_labels))
         with pytest.raises(RecordError, match="not a labels file"):
             load_labels(other)
+
+
+def test_mini_swe_agent_fallbacks_and_defaults(tmp_path: Path) -> None:
+    from rb_otel.importers.formats import mini_swe_agent
+
+    long_command = "echo " + "x" * 2100
+    messages = [
+        {"role": "user", "content": "the task"},
+        {"role": "assistant", "content": f"THOUGHT: go\n\n```bash\n{long_command}\n```",
+         "extra": {"response": {"model": "resp-model", "choices": [{"message": {"reasoning_content": "why"}}]}}},
+        {"role": "user", "content": "<returncode>0</returncode>"},
+        {"role": "assistant", "content": "THOUGHT: last\n\n```bash\nls\n```"},
+    ]  # fmt: skip
+    path = tmp_path / "file-name.traj.json"
+    data = {"trajectory_format": "mini-swe-agent-1", "instance_id": "the-instance", "messages": messages,
+            "info": {"config": {"model": {"model_name": "config-model"}}}}  # fmt: skip
+    path.write_text(json.dumps(data))
+    [run] = list(mini_swe_agent.read(path, []))
+    first, last = run.steps
+    assert run.run_id == "the-instance" and run.model == "config-model" and run.task == "the task"
+    assert first.thought == "why\ngo" and first.model == "resp-model" and first.action_input == long_command[:2000]
+    assert (first.input_tokens, first.output_tokens, first.reasoning_tokens, first.tokens) == (None, None, None, 0)
+    assert last.observation is None and last.tools[0].result is None and last.tools[0].error is None
+    assert last.model == "" and last.thought == "last"
+    del data["instance_id"], data["info"]
+    path.write_text(json.dumps(data))
+    [run] = list(mini_swe_agent.read(path, []))
+    assert run.run_id == "file-name" and run.model == "resp-model"  # the file's name; the responses' model

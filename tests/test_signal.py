@@ -748,3 +748,22 @@ def test_mini_swe_agent_fallbacks_and_defaults(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     [run] = list(mini_swe_agent.read(path, []))
     assert run.run_id == "file-name" and run.model == "resp-model"  # the file's name; the responses' model
+
+
+def test_reader_edges_without_optional_fields(tmp_path: Path) -> None:
+    from rb_otel.importers.formats import mini_swe_agent, tau_bench
+
+    bare = tmp_path / "bare.json"
+    bare.write_text(
+        json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": [{"role": "assistant", "content": "x"}]})
+    )
+    [run] = list(mini_swe_agent.read(bare, []))
+    assert (run.run_id, run.task, run.model) == ("bare", "", "")
+    assert run.attributes["rb.metadata.mini_swe_agent.exit_status"] == "" and run.summary["exit_status"] == ""
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps([{"task_id": 3, "reward": 1, "traj": [{"role": "user", "content": "hi"}, 7]}]))
+    problems: list[Any] = []
+    [one] = list(tau_bench.read(results, problems))
+    assert one.task == "hi" and [str(p) for p in problems] == [
+        f"{results}: element 0: traj[1]: expected an object with a 'role'"
+    ]

@@ -40,7 +40,7 @@ unit: $(STAMP)
 train-pilot: $(STAMP)
 	$(BIN)/python training/train_pilot.py
 
-## mutate: mutation testing (mutmut) of redaction, the FSM and the heuristic; docs/mutation.md has the last score
+## mutate: mutation testing (mutmut) of redaction, the FSM, the heuristic and the new importers; docs/mutation.md has the score
 mutate: $(STAMP)
 	$(BIN)/python -m pip install --quiet "mutmut>=3.3"
 	rm -rf mutants

@@ -40,6 +40,7 @@ from rb_otel.telemetry.child_spans import ChildSpans
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.run_metrics import RunMetrics
+from rb_otel.telemetry.run_summary import RunSummary
 from rb_otel.telemetry.spans import Abandoned, LiveChat, ToolCall, ns
 from rb_otel.types import FSMState, StepLogEntry
 
@@ -76,17 +77,8 @@ class RunRecorder:
         self._finished = False
         self._live: dict[int, LiveChat] = {}
         self._children = ChildSpans(tracer, content, self._metrics, self._batch)
-        # run summary
-        self.state = FSMState.INIT
-        self.max_state = FSMState.INIT
-        self.steps = 0
-        self.tokens = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.monitor_injections = 0
-        self.risk: float | None = None
+        self.summary = RunSummary()
         self._pending_scores: dict[int, dict[str, float]] = {}
-        self.entered_skip = False
 
     @property
     def span(self) -> Span | None:
@@ -121,7 +113,7 @@ class RunRecorder:
         self._ctx = trace.set_span_in_context(self._span)
         self._started_perf = time.perf_counter()
         self._started_wall = time.time() if start_time is None else start_time
-        self._metrics.started(self.state)
+        self._metrics.started(self.summary.state)
 
     def step(
         self,
@@ -164,7 +156,7 @@ class RunRecorder:
 
     def run_risk(self, run_id: str, risk: float) -> None:
         """Remember the run-level risk; ``rb.risk`` is written on the run span when it ends."""
-        self.risk = float(risk)
+        self.summary.risk = float(risk)
 
     def run_finish(
         self, run_id: str, outcome: str, *, error: BaseException | None = None, end_time: float | None = None
@@ -202,14 +194,7 @@ class RunRecorder:
     ) -> otel_context.Context:
         """Open the live ``chat`` span for ``entry.step``; returns its context (for provider spans). Each monitor in
         ``entry.monitors_fired`` becomes a ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``."""
-        attrs = chat_attributes(
-            entry,
-            composite=composite,
-            steering_ms=steering_ms,
-            content=self._content,
-            final=False,
-            scorer=self.info.scorer,
-        )
+        attrs = self._chat_attributes(entry, composite, steering_ms, final=False)
         attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
         attrs[n.GEN_AI_PROVIDER_NAME] = provider
         attrs[n.GEN_AI_REQUEST_MODEL] = request_model
@@ -244,7 +229,7 @@ class RunRecorder:
             self._metrics.chat_failed(
                 provider=live.provider,
                 request_model=live.request_model,
-                state=self.state,
+                state=self.summary.state,
                 error_type=error_type,
                 duration=time.perf_counter() - live.started,
                 context=trace.set_span_in_context(live.span),
@@ -283,6 +268,18 @@ class RunRecorder:
 
     # -- internals ---------------------------------------------------------------------------------------
 
+    def _chat_attributes(
+        self, entry: StepLogEntry, composite: float | None, steering_ms: float | None, *, final: bool
+    ) -> Attributes:
+        return chat_attributes(
+            entry,
+            composite=composite,
+            steering_ms=steering_ms,
+            content=self._content,
+            final=final,
+            scorer=self.info.scorer,
+        )
+
     def _step(
         self,
         entry: StepLogEntry,
@@ -295,19 +292,12 @@ class RunRecorder:
         error_type: str | None,
         events: Sequence[tuple[str, Mapping[str, AttributeValue]]],
     ) -> None:
-        previous = self.state
+        previous = self.summary.state
         state = FSMState(entry.fsm_state) if entry.fsm_state else previous
         live = self._live.pop(entry.step, None)
         if live is not None:
             composite = live.composite if composite is None else composite
-        attrs = chat_attributes(
-            entry,
-            composite=composite,
-            steering_ms=steering_ms,
-            content=self._content,
-            final=True,
-            scorer=self.info.scorer,
-        )
+        attrs = self._chat_attributes(entry, composite, steering_ms, final=True)
         if live is not None and live.response is not None:
             response = live.response
         if response is not None:
@@ -355,7 +345,7 @@ class RunRecorder:
             for name, event_attrs in evaluation_events(entry.monitors_fired, scores or {}):
                 span.add_event(name, event_attrs)
         self._batch.add(end_span, span, changed, end_ns)  # queued first: the span ends whatever follows
-        self._count(entry, response)
+        self.summary.count(entry, response)
         self._metrics.step(
             entry,
             provider=provider,
@@ -369,19 +359,8 @@ class RunRecorder:
             self._transition(previous, state, entry)
         self._batch.settle()
 
-    def _count(self, entry: StepLogEntry, response: ChatResponse | None) -> None:
-        """Add one step to the run summary written on the run span at the end."""
-        self.steps += 1
-        self.tokens += entry.tokens
-        self.monitor_injections += entry.injection_sources.count("MonitorSteeringInjection")
-        if response is not None:
-            self.input_tokens += response.input_tokens or 0
-            self.output_tokens += response.output_tokens or 0
-
     def _transition(self, previous: FSMState, state: FSMState, entry: StepLogEntry) -> None:
-        self.state = state
-        if state.severity > self.max_state.severity:
-            self.max_state = state
+        first_skip = self.summary.enter(state)
         if self._span is not None:
             self._span.add_event(
                 n.EVENT_FSM_TRANSITION,
@@ -389,8 +368,7 @@ class RunRecorder:
                 timestamp=ns(entry.timestamp),
             )
         self._metrics.transition(previous, state, active=not self._finished)
-        if state is FSMState.SKIP and not self.entered_skip:
-            self.entered_skip = True
+        if first_skip:
             self._metrics.entered_skip()
 
     def _finish(self, outcome: str, *, error: BaseException | None, end_time: float | None) -> None:
@@ -402,21 +380,7 @@ class RunRecorder:
             self.chat_failed(step, Abandoned("the run ended while this model call was open"))
         self._children.abandon_tools()
         label = outcome_label(outcome)
-        span.set_attributes(
-            {
-                n.RB_OUTCOME: outcome,
-                n.RB_STEPS: self.steps,
-                n.RB_FINAL_STATE: self.state.value,
-                n.RB_MAX_STATE: self.max_state.value,
-                n.RB_ENTERED_SKIP: self.entered_skip,
-                n.RB_TOKENS: self.tokens,
-                n.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
-                n.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
-                n.RB_MONITOR_INJECTIONS: self.monitor_injections,
-            }
-        )
-        if self.risk is not None:
-            span.set_attribute(n.RB_RISK, self.risk)
+        span.set_attributes(self.summary.attributes(outcome))
         if label == n.OUTCOME_FAILURE:
             error_type = type(error).__qualname__ if error is not None else error_type_of(outcome)
             span.set_attribute(n.ERROR_TYPE, error_type)
@@ -430,7 +394,11 @@ class RunRecorder:
         self._batch.close()  # the child spans end and the steps are recorded before the run's own (never raises)
         try:
             self._metrics.finished(
-                state=self.state, outcome_label=label, max_state=self.max_state, duration=duration, context=self._ctx
+                state=self.summary.state,
+                outcome_label=label,
+                max_state=self.summary.max_state,
+                duration=duration,
+                context=self._ctx,
             )
         finally:  # the run span ends whatever the meter does
             span.end(end_time=None if end_time is None else ns(end_time))

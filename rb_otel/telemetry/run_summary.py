@@ -1,0 +1,60 @@
+"""What a run adds up to, written on its ``invoke_agent`` span when it ends (``rb.steps``, ``rb.max_state``, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rb_otel.telemetry import names as n
+from rb_otel.telemetry.attributes import Attributes, ChatResponse
+from rb_otel.types import FSMState, StepLogEntry
+
+__all__ = ["RunSummary"]
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """Counts and states of one run, updated per step and per transition."""
+
+    state: FSMState = FSMState.INIT
+    max_state: FSMState = FSMState.INIT
+    steps: int = 0
+    tokens: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    monitor_injections: int = 0
+    entered_skip: bool = False
+    risk: float | None = None  # the scorer's run-level risk, reported just before the end
+
+    def count(self, entry: StepLogEntry, response: ChatResponse | None) -> None:
+        """Add one step."""
+        self.steps += 1
+        self.tokens += entry.tokens
+        self.monitor_injections += entry.injection_sources.count("MonitorSteeringInjection")
+        if response is not None:
+            self.input_tokens += response.input_tokens or 0
+            self.output_tokens += response.output_tokens or 0
+
+    def enter(self, state: FSMState) -> bool:
+        """Record a transition to ``state``; true the first time the run enters SKIP."""
+        self.state = state
+        if state.severity > self.max_state.severity:
+            self.max_state = state
+        first_skip = state is FSMState.SKIP and not self.entered_skip
+        self.entered_skip = self.entered_skip or first_skip
+        return first_skip
+
+    def attributes(self, outcome: str) -> Attributes:
+        attrs: Attributes = {
+            n.RB_OUTCOME: outcome,
+            n.RB_STEPS: self.steps,
+            n.RB_FINAL_STATE: self.state.value,
+            n.RB_MAX_STATE: self.max_state.value,
+            n.RB_ENTERED_SKIP: self.entered_skip,
+            n.RB_TOKENS: self.tokens,
+            n.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
+            n.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
+            n.RB_MONITOR_INJECTIONS: self.monitor_injections,
+        }
+        if self.risk is not None:
+            attrs[n.RB_RISK] = self.risk
+        return attrs

@@ -4,9 +4,9 @@ Every agent has its own normal (a customer-service agent that takes 30 turns is 
 takes 30 is not), so the pilot scores how far the current run has drifted from *this agent's* earlier runs, as
 the run goes, from the steps so far only (never look-ahead):
 
-* an :class:`AgentBaseline` per agent (bounded, label-free, learned online from the agent's finished runs;
-  optionally persisted) keeps what a normal run looks like: its length in steps and characters, its error,
-  repetition and hedging rates;
+* an :class:`~rb_otel.steering.baselines.AgentBaseline` per agent (bounded, label-free, learned online from the
+  agent's finished runs; optionally persisted, :mod:`rb_otel.steering.baselines`) keeps what a normal run looks
+  like: its length in steps, characters, tokens, hedges and errors, its error, repetition and hedging rates;
 * a run's :class:`PilotRun` keeps O(1) prefix aggregates and, at each step, turns them into the features in
   :data:`FEATURES` relative to that baseline; a logistic model (weights in ``pilot_weights.json``, trained by
   ``make train-pilot`` from ``shared/data/signal``) maps them to a probability.
@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import threading
-from bisect import bisect_left, insort
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rb_otel.steering.baselines import MAY_BE_UNKNOWN, TOTALS, AgentBaseline, BaselineStore
 from rb_otel.steering.scorers import ScorerStep
 
 __all__ = [
@@ -68,12 +66,6 @@ _PRIOR_WEIGHT = 3.0  # a prior counts as this many runs of the agent's own
 _RATE_SHRINK = 3.0  # a run's rates start at the agent's normal and move with evidence (steps)
 _REPEAT_WINDOW = 5
 _RECENT = 3
-_MAX_RUNS = 400  # runs kept per agent for the distributions (the newest)
-#: What a run adds up (the ``overrun_*`` features compare them with the agent's earlier runs).
-TOTALS: tuple[str, ...] = ("steps", "chars", "context", "hedges", "errors")
-_COLUMNS = (*TOTALS, "peak_slow", "peak_skip")
-_RATES = ("log_cps", "error_rate", "repeat_rate", "hedging")
-_MAY_BE_UNKNOWN = frozenset({"context"})  # 0 tokens: the harness reports none
 _HEDGES = re.compile(
     r"\b(?:maybe|perhaps|possibly|probably|might|not sure|unsure|unclear|seems?|apparently|wait|hmm|"
     r"actually|suspect|confus\w*|doubt|try again|wonder|i think|i guess)\b"
@@ -124,147 +116,6 @@ class PilotModel:
             return 1.0 / (1.0 + math.exp(-z))
         e = math.exp(z)
         return e / (1.0 + e)
-
-
-class AgentBaseline:
-    """What a normal run of one agent looks like, from its finished runs (no outcomes needed).
-
-    For each of :data:`TOTALS` (a run's steps, characters written, largest call in tokens, hedging words and
-    errors) and the peaks it sustained over the FSM windows, the values of the newest :data:`_MAX_RUNS` runs are
-    kept sorted, for their empirical distribution; per-step rates as running means. Not thread-safe by itself:
-    :class:`BaselineStore` guards it.
-    """
-
-    __slots__ = ("_order", "_sorted", "error_rate", "hedging", "log_cps", "repeat_rate", "runs")
-
-    def __init__(self) -> None:
-        self.runs = 0
-        self._sorted: dict[str, list[float]] = {name: [] for name in _COLUMNS}
-        self._order: deque[tuple[float, ...]] = deque()
-        self.log_cps = 0.0
-        self.error_rate = 0.0
-        self.repeat_rate = 0.0
-        self.hedging = 0.0
-
-    def add(self, totals: Mapping[str, float], rates: Mapping[str, float]) -> None:
-        """Fold one finished run in: ``totals`` keyed by :data:`_COLUMNS`, ``rates`` by ``log_cps``,
-        ``error_rate``, ``repeat_rate``, ``hedging``. A run with no steps says nothing and is ignored."""
-        if totals["steps"] <= 0:
-            return
-        self.runs += 1
-        self._insert(tuple(float(totals[name]) for name in _COLUMNS))
-        if len(self._order) > _MAX_RUNS:
-            oldest = self._order.popleft()
-            for name, value in zip(_COLUMNS, oldest, strict=True):
-                column = self._sorted[name]
-                del column[bisect_left(column, value)]
-        weight = 1.0 / min(self.runs, _MAX_RUNS)
-        for name in _RATES:
-            value = getattr(self, name)
-            setattr(self, name, value + (rates[name] - value) * weight)
-
-    def _insert(self, run: tuple[float, ...]) -> None:
-        self._order.append(run)
-        for name, value in zip(_COLUMNS, run, strict=True):
-            insort(self._sorted[name], value)
-
-    @property
-    def known(self) -> int:
-        """How many runs the distributions hold."""
-        return len(self._order)
-
-    def share_below(self, name: str, value: float) -> float | None:
-        """The share of known runs whose ``name`` was below ``value`` (runs with 0, unknown, left out);
-        ``None`` when no run knows it."""
-        column = self._sorted[name]
-        unknown = bisect_left(column, 1e-12) if name in _MAY_BE_UNKNOWN else 0
-        known = len(column) - unknown
-        if known <= 0:
-            return None
-        return max(bisect_left(column, value) - unknown, 0) / known
-
-    def quantile(self, name: str, q: float) -> float | None:
-        """The ``q`` quantile of ``name`` over the known runs (``None`` before any run)."""
-        column = self._sorted[name]
-        if not column:
-            return None
-        return column[min(int(q * len(column)), len(column) - 1)]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "runs": self.runs,
-            "columns": list(_COLUMNS),
-            "recent": [list(x) for x in self._order],
-            **{name: getattr(self, name) for name in _RATES},
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AgentBaseline:
-        if list(data["columns"]) != list(_COLUMNS):
-            raise ValueError(f"columns {data['columns']} are not this version's {list(_COLUMNS)}")
-        baseline = cls()
-        baseline.runs = int(data["runs"])
-        for run in data["recent"][-_MAX_RUNS:]:
-            baseline._insert(tuple(float(v) for v in run))
-        for name in _RATES:
-            setattr(baseline, name, float(data[name]))
-        return baseline
-
-
-class BaselineStore:
-    """Baselines by agent key, the least recently used dropped beyond ``max_agents``; optionally persisted.
-
-    ``path``: a JSON file read at construction (when it exists) and rewritten atomically every ``save_every``
-    finished runs and by :meth:`save`. The key is ``agent`` (name and model); label-free, so nothing about
-    outcomes is ever stored.
-    """
-
-    def __init__(self, path: str | Path | None = None, *, max_agents: int = 256, save_every: int = 1) -> None:
-        self.path = None if path is None else Path(path)
-        self.max_agents = max_agents
-        self.save_every = max(int(save_every), 1)
-        self._agents: OrderedDict[str, AgentBaseline] = OrderedDict()
-        self._lock = threading.Lock()
-        self._unsaved = 0
-        if self.path is not None and self.path.exists():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                for key, value in data["agents"].items():
-                    self._agents[str(key)] = AgentBaseline.from_dict(value)
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{self.path}: not a pilot baseline file ({exc})") from None
-
-    def __len__(self) -> int:
-        return len(self._agents)
-
-    def get(self, agent: str) -> AgentBaseline:
-        with self._lock:
-            baseline = self._agents.get(agent)
-            if baseline is None:
-                baseline = self._agents[agent] = AgentBaseline()
-                while len(self._agents) > self.max_agents:
-                    self._agents.popitem(last=False)
-            else:
-                self._agents.move_to_end(agent)
-            return baseline
-
-    def add(self, baseline: AgentBaseline, totals: Mapping[str, float], rates: Mapping[str, float]) -> None:
-        with self._lock:
-            baseline.add(totals, rates)
-            self._unsaved += 1
-            due = self.path is not None and self._unsaved >= self.save_every
-        if due:
-            self.save()
-
-    def save(self) -> None:
-        if self.path is None:
-            return
-        with self._lock:
-            data = {"version": PILOT_NAME, "agents": {k: v.as_dict() for k, v in self._agents.items()}}
-            self._unsaved = 0
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(tmp, self.path)
 
 
 class PilotRun:
@@ -325,7 +176,7 @@ class PilotRun:
         """The share of the agent's runs that had ended with less of ``name`` than this run has now, blended
         with the prior's exponential; 0.5 ("as normal") when neither this run nor the agent reports it."""
         value = self._totals[name]
-        if name in _MAY_BE_UNKNOWN and value <= 0:
+        if name in MAY_BE_UNKNOWN and value <= 0:
             return 0.5
         prior = 1.0 - math.exp(-value / self._model.prior[f"mean_{name}"])
         share = self._baseline.share_below(name, value)

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +212,7 @@ class PilotRun:
         window.append(value)
         for i, size in enumerate(self._windows):
             if len(window) >= size:
-                sustained = min(window[j] for j in range(len(window) - size, len(window)))
+                sustained = min(islice(window, len(window) - size, None))  # the last `size` scores
                 self._peaks[i] = max(self._peaks[i], sustained)
         return value
 

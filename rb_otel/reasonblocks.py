@@ -20,7 +20,7 @@ from rb_otel.steering.monitors.local import MonitorBackend
 from rb_otel.steering.monitors.profiles import resolve_weights
 from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
 from rb_otel.steering.remote import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
-from rb_otel.steering.scorers import Scorer, resolve_scorer
+from rb_otel.steering.scorers import Scorer, resolve_scorer, text_scorer_name
 from rb_otel.steering.scoring import score_step as _score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
@@ -32,10 +32,6 @@ if TYPE_CHECKING:
     from rb_otel.integrations.langchain.routing import ModelRouter
 
 __all__ = ["ReasonBlocks"]
-
-
-def _text_scorer_name(fn: Callable[[str], float]) -> str:
-    return "heuristic" if fn is _score_step else str(getattr(fn, "__name__", type(fn).__name__))[:64]
 
 
 _log = logging.getLogger("rb_otel")
@@ -123,7 +119,7 @@ class ReasonBlocks:
         self.monitor_backend = monitor_backend
         self.pattern_store = pattern_store
         self.score_fn: Callable[[str], float] = score_fn or _score_step
-        self.scorer_name = self.scorer.name if self.scorer is not None else _text_scorer_name(self.score_fn)
+        self.scorer_name = self.scorer.name if self.scorer is not None else text_scorer_name(self.score_fn)
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self.telemetry = Telemetry(

@@ -33,6 +33,7 @@ __all__ = [
     "ScorerStep",
     "resolve_scorer",
     "text_scorer",
+    "text_scorer_name",
 ]
 
 #: The names ``resolve_scorer`` accepts.
@@ -158,6 +159,11 @@ class FunctionScorer:
 
     def start_run(self, agent: str = "", task_id: str = "") -> RunScorer:
         return _FunctionRun(self._fn)
+
+
+def text_scorer_name(fn: Callable[[str], float]) -> str:
+    """``rb.scorer`` for a ``score_fn``: ``heuristic`` for ReasonBlocks' own, else the function's name."""
+    return "heuristic" if fn is score_step else _callable_name(fn)
 
 
 def _callable_name(fn: Any) -> str:

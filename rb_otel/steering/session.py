@@ -22,9 +22,9 @@ from rb_otel.steering.guardrails import DEFAULT_E1_GATE_COMPOSITE, e1_gate_open
 from rb_otel.steering.injections import BaseInjection, MonitorSteeringInjection, StepContext
 from rb_otel.steering.rendering import render_injection
 from rb_otel.steering.routing import parse_model_routing
-from rb_otel.steering.scorers import RunScorer, Scorer, ScorerStep, resolve_scorer
-from rb_otel.steering.scoring import score_step
+from rb_otel.steering.scorers import Scorer
 from rb_otel.steering.state import TraceStateManager
+from rb_otel.steering.step_scoring import StepScoring, preview
 from rb_otel.types import (
     FIRST_CALL_PREVIEW,
     INJECTION_PREVIEW_CHARS,
@@ -44,13 +44,6 @@ _log = logging.getLogger("rb_otel.steering")
 
 FAST_SKIPPED_REASON = "FSM=FAST, e-traces skipped"
 _EVAL_HISTORY_KEEP = 64
-
-
-def _preview(value: Any, limit: int) -> str | None:
-    if value is None:
-        return None
-    text = value if isinstance(value, str) else str(value)
-    return text[:limit]
 
 
 class SteeringSession:
@@ -94,20 +87,13 @@ class SteeringSession:
         if step_budget_s is not None and not step_budget_s > 0:
             raise ValueError(f"step_budget_s must be positive, got {step_budget_s!r}")
         self.step_budget_s = step_budget_s
-        self.score_fn = score_fn
-        # None keeps the documented text path (score_fn(thought)) exactly as it was, and as cheap.
-        self._run_scorer: RunScorer | None = None
-        self.scorer_name = "heuristic" if score_fn is score_step else getattr(score_fn, "__name__", "score_fn")
-        if scorer is not None:
-            resolved = resolve_scorer(scorer)
-            task_id = str((run_metadata or {}).get("task_id", "") or "")
-            self._run_scorer = resolved.start_run(agent, task_id)
-            self.scorer_name = resolved.name
+        self._scoring = StepScoring(
+            score_fn, scorer, agent=agent, task_id=str((run_metadata or {}).get("task_id", "") or "")
+        )
         if fsm is None:
             # No FSM given: the scorer's preset for this run when it has one (the pilot's is relative to the
             # agent's earlier runs), else ReasonBlocks' defaults.
-            offered = getattr(self._run_scorer, "fsm_thresholds", None)
-            fsm = DifficultyFSM(**offered()) if callable(offered) else DifficultyFSM()
+            fsm = DifficultyFSM(**(self._scoring.fsm_thresholds() or {}))
         self.fsm = fsm
         self.state_manager = state_manager
         self.injections = list(injections)
@@ -139,9 +125,10 @@ class SteeringSession:
 
     @emitter.setter
     def emitter(self, value: StepEmitter | None) -> None:
-        # Decided once here, not on every remote call.
+        # Decided once here, not on every step or remote call: the optional emitter hooks it has.
         self._emitter = value
         self._observer = as_observer(value)
+        self._report_scores = getattr(value, "monitor_scores", None)
 
     @property
     def state(self) -> FSMState:
@@ -231,21 +218,19 @@ class SteeringSession:
         started = time.perf_counter()
         self.start()
         step = self._next_step
-        if thought is None:
-            score = None
-        elif self._run_scorer is None:
-            score = self._score(thought)
-        else:
-            score = self._score_step(
-                ScorerStep(
-                    thought=f"{reasoning}\n{thought}" if reasoning else thought,
-                    action=None if action is None else str(action),
-                    action_input=_preview(action_input, 1 << 20),
-                    observation=_preview(observation, OBSERVATION_CHARS),
-                    error=bool(error),
-                    tokens=tokens,
-                )
+        score = (
+            None
+            if thought is None
+            else self._scoring.score(
+                thought,
+                action=action,
+                action_input=action_input,
+                observation=observation,
+                error=error,
+                tokens=tokens,
+                reasoning=reasoning,
             )
+        )
         self._next_step += 1  # only once the step is certain to exist
 
         trace = self.state_manager.state
@@ -258,8 +243,8 @@ class SteeringSession:
                 step_index=len(trace.steps),
                 thought=thought,
                 action=None if action is None else str(action),
-                action_input=_preview(action_input, 1 << 20),
-                observation=_preview(observation, OBSERVATION_CHARS),
+                action_input=preview(action_input, 1 << 20),
+                observation=preview(observation, OBSERVATION_CHARS),
                 difficulty=score,
             )
             self.state_manager.record_step(record)
@@ -321,14 +306,13 @@ class SteeringSession:
         if record is not None:
             record.tokens_used += tokens
         if observation is not None and self.state_manager.state.steps:
-            self.state_manager.state.steps[-1].observation = _preview(observation, OBSERVATION_CHARS)
+            self.state_manager.state.steps[-1].observation = preview(observation, OBSERVATION_CHARS)
         self.step_log.append(entry)
         if self.emitter is not None:
             try:
                 composite = decision.evaluation.composite if decision.evaluation else None
-                report_scores = getattr(self.emitter, "monitor_scores", None)  # optional on emitters
-                if report_scores is not None and decision.evaluation is not None and entry.monitors_fired:
-                    report_scores(self.run_id, entry.step, decision.evaluation.scores)
+                if self._report_scores is not None and decision.evaluation is not None and entry.monitors_fired:
+                    self._report_scores(self.run_id, entry.step, decision.evaluation.scores)
                 self.emitter.step(self.run_id, entry, steering_ms=decision.steering_ms, composite=composite)
             except Exception:
                 _log.warning("telemetry emitter failed in step; continuing", exc_info=True)
@@ -340,28 +324,23 @@ class SteeringSession:
 
     # -- internals ---------------------------------------------------------------------------------------
 
-    def _score(self, thought: str) -> float:
-        return _checked(self.score_fn(thought), "score_fn")
+    @property
+    def score_fn(self) -> Callable[[str], float]:
+        return self._scoring.score_fn
 
-    def _score_step(self, step: ScorerStep) -> float:
-        assert self._run_scorer is not None
-        return _checked(self._run_scorer.score(step), self.scorer_name)
+    @property
+    def scorer_name(self) -> str:
+        """``rb.scorer``: what produces this run's difficulty."""
+        return self._scoring.name
 
     @property
     def risk(self) -> float | None:
         """The run-level risk so far: the step scorer's, else the mean difficulty of the scored steps."""
-        if self._run_scorer is not None:
-            return self._run_scorer.risk()
-        scores = self.state_manager.state.difficulty_history
-        return sum(scores) / len(scores) if scores else None
+        return self._scoring.risk(self.state_manager.state.difficulty_history)
 
     def _report_risk(self) -> None:
         risk = self.risk
-        if self._run_scorer is not None:
-            try:
-                self._run_scorer.finish()
-            except Exception:  # a custom scorer must not break the run's end
-                _log.warning("scorer %s failed in finish; continuing", self.scorer_name, exc_info=True)
+        self._scoring.finish()
         report = getattr(self.emitter, "run_risk", None)
         if report is not None and risk is not None:
             try:
@@ -429,15 +408,3 @@ class SteeringSession:
             getattr(self.emitter, method)(*args)
         except Exception:
             _log.warning("telemetry emitter failed in %s; continuing", method, exc_info=True)
-
-
-def _checked(value: Any, source: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{source} returned {type(value).__name__}; expected a float in [0, 1]")
-    if not math.isfinite(value):
-        _log.warning("%s returned %r; using 0.5", source, value)
-        return 0.5
-    if not 0.0 <= value <= 1.0:
-        _log.warning("%s returned %r, outside [0, 1]; clamping", source, value)
-        return min(max(float(value), 0.0), 1.0)
-    return float(value)

@@ -767,3 +767,15 @@ def test_reader_edges_without_optional_fields(tmp_path: Path) -> None:
     assert one.task == "hi" and [str(p) for p in problems] == [
         f"{results}: element 0: traj[1]: expected an object with a 'role'"
     ]
+
+
+def test_a_replayed_runs_largest_composite_is_its_spans_largest(otel: Otel, signal_data: dict[str, Path]) -> None:
+    results = replay(signal_data["mini"], scorer="pilot", tracer_provider=otel.tracer_provider)
+    by_run: dict[str, float] = {}
+    roots = {s.context.span_id: dict(s.attributes or {})["rb.run_id"] for s in otel.spans("invoke_agent")}
+    for span in otel.spans("chat"):
+        run_id = roots[span.parent.span_id]  # type: ignore[union-attr]
+        composite = float(dict(span.attributes or {}).get("rb.monitor.composite", 0.0))  # type: ignore[arg-type]
+        by_run[run_id] = max(by_run.get(run_id, 0.0), composite)
+    assert {r.run_id: r.max_composite for r in results} == pytest.approx(by_run)
+    assert any(v > 0 for v in by_run.values())

@@ -120,7 +120,6 @@ def _failed(outcome: str) -> bool | None:
 
 def _outcome(result: ReplayResult) -> RunOutcome:
     scores = tuple(e.difficulty for e in result.steps if e.difficulty is not None)
-    composites = [max(s.values(), default=0.0) for s in result.monitor_scores]
     return RunOutcome(
         run_id=result.run_id,
         source=result.source,
@@ -132,7 +131,7 @@ def _outcome(result: ReplayResult) -> RunOutcome:
         scores=scores,
         risk=result.risk,
         max_state=result.max_state,
-        max_composite=max(composites, default=0.0),
+        max_composite=result.max_composite,
     )
 
 

@@ -127,4 +127,5 @@ class ReplayResult:
     risk: float | None = None  # the scorer's run-level risk at the end, with rescoring
     max_state: str = ""  # the most severe FSM state reached, with rescoring
     monitor_scores: list[dict[str, float]] = field(default_factory=list)  # per kept step, with rescoring
+    max_composite: float = 0.0  # the largest monitor composite of the run, with rescoring
     chars: int = 0  # characters the agent wrote: thoughts and action inputs (the plain-length baseline)

@@ -211,6 +211,7 @@ class _Replayer:
         session = self._session(run) if self.scorer is not None else None
         kept: list[StepLogEntry] = []
         monitor_scores: list[dict[str, float]] = []
+        max_composite = 0.0
         entered: dict[str, int] = {}
         count = chars = 0
         clock = base
@@ -223,6 +224,8 @@ class _Replayer:
                 entered[entry.fsm_state] = entry.step
             if entry.fsm_state in _STATES and _STATES[entry.fsm_state].severity > max_state.severity:
                 max_state = _STATES[entry.fsm_state]
+            if evaluation is not None and evaluation.composite > max_composite:
+                max_composite = evaluation.composite
             if self.keep_steps:
                 kept.append(entry)
                 monitor_scores.append(dict(evaluation.scores) if evaluation is not None else {})
@@ -256,6 +259,7 @@ class _Replayer:
             risk=risk,
             max_state=max_state.value if session is not None else "",
             monitor_scores=monitor_scores,
+            max_composite=max_composite,
             chars=chars,
         )
 

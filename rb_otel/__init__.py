@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from rb_otel._version import __version__
 
 _LAZY: dict[str, str] = {
     # value types
@@ -17,6 +17,7 @@ _LAZY: dict[str, str] = {
     "FSMState": "rb_otel.types",
     "MonitorEvaluation": "rb_otel.types",
     "PendingInjection": "rb_otel.types",
+    "RunFields": "rb_otel.types",
     "StepDecision": "rb_otel.types",
     "StepLogEntry": "rb_otel.types",
     "StepRecord": "rb_otel.types",
@@ -69,6 +70,7 @@ __all__ = [
     "PilotScorer",
     "ReasonBlocks",
     "ReasonBlocksMiddleware",
+    "RunFields",
     "Scorer",
     "ScorerStep",
     "SteeringSession",
@@ -123,6 +125,7 @@ if TYPE_CHECKING:
         FSMState,
         MonitorEvaluation,
         PendingInjection,
+        RunFields,
         StepDecision,
         StepLogEntry,
         StepRecord,

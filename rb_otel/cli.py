@@ -170,7 +170,7 @@ def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rb_otel import __version__
+    from rb_otel._version import __version__
 
     parser = argparse.ArgumentParser(prog="rb-otel", description="ReasonBlocks-style steering, as OpenTelemetry.")
     parser.add_argument("--version", action="version", version=f"rb-otel {__version__}")

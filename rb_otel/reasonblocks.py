@@ -10,8 +10,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import metrics, trace
-
+from rb_otel.backends.rb_api import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
+from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.emitters import FanOutEmitter
 from rb_otel.steering.etraces.store import PatternStore
 from rb_otel.steering.fsm import DifficultyFSM
@@ -19,13 +19,14 @@ from rb_otel.steering.injections import BaseInjection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
 from rb_otel.steering.monitors.profiles import resolve_weights
 from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
-from rb_otel.steering.remote import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
+from rb_otel.steering.routing import parse_model_routing, routing_ids
 from rb_otel.steering.scorers import Scorer, resolve_scorer, text_scorer_name
 from rb_otel.steering.scoring import score_step as _score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
-from rb_otel.telemetry import RunInfo, Telemetry
+from rb_otel.telemetry import MeterProvider, Telemetry, TracerProvider
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
+from rb_otel.types import FSMState, RunFields
 
 if TYPE_CHECKING:
     from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
@@ -63,8 +64,8 @@ class ReasonBlocks:
         e_traces_enabled: bool = True,
         live_streaming_enabled: bool = True,
         task_profile: str = "coding",
-        tracer_provider: trace.TracerProvider | None = None,
-        meter_provider: metrics.MeterProvider | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
         capture_content: bool | str | None = None,
         monitor_weights: Mapping[str, float] | None = None,
         monitor_backend: MonitorBackend | None = None,
@@ -75,19 +76,7 @@ class ReasonBlocks:
         export_runs_to_api: bool = False,
         telemetry_batch_window: float = DEFAULT_BATCH_WINDOW,
     ) -> None:
-        if api_key is not None and not isinstance(api_key, str):
-            raise TypeError("api_key must be a str or None")
-        if fsm_thresholds is not None and not isinstance(fsm_thresholds, Mapping):
-            raise TypeError(f"fsm_thresholds must be a mapping, got {type(fsm_thresholds).__name__}")
-        if not isinstance(task_profile, str) or not task_profile:
-            raise ValueError("task_profile must be a non-empty string")
-        resolve_weights(task_profile, monitor_weights)  # unknown profile or bad weight: fail now
-        if score_fn is not None and not callable(score_fn):
-            raise TypeError("score_fn must be callable")
-        if score_fn is not None and scorer not in (None, "heuristic"):
-            raise ValueError("pass score_fn (a fn(thought) -> float) or scorer, not both")
-        if not steering_budget_s > 0:
-            raise ValueError(f"steering_budget_s must be positive, got {steering_budget_s!r}")
+        _check_arguments(api_key, fsm_thresholds, task_profile, monitor_weights, score_fn, scorer, steering_budget_s)
         self._api_key = api_key
         self.steering_budget_s = steering_budget_s
         self.client: RbApiClient | None = None
@@ -105,23 +94,13 @@ class ReasonBlocks:
         del monitor_names  # accepted for backward compatibility and ignored (spec 1.1)
         self.token_budget = token_budget
         TraceStateManager(token_budget=token_budget)  # validates the budget
-        # scorer=None/"heuristic" keeps the documented text path (score_fn); any other scorer is resolved once
-        # and shared by every run, so the pilot's per-agent baselines accumulate across runs.
-        self.scorer: Scorer | None = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
-        preset = pilot_fsm_thresholds(self.scorer.model) if isinstance(self.scorer, PilotScorer) else {}
-        self.fsm = DifficultyFSM(**{**preset, **dict(fsm_thresholds or {})})
-        # With the pilot and no thresholds of the caller's, each run gets the pilot's preset relative to its agent.
-        self._per_run_fsm = isinstance(self.scorer, PilotScorer) and not fsm_thresholds
+        self._configure_scoring(scorer, score_fn, fsm_thresholds)
         self.e_traces_enabled = bool(e_traces_enabled)
         self.live_streaming_enabled = bool(live_streaming_enabled)
         self.task_profile = task_profile
         self.monitor_weights = dict(monitor_weights) if monitor_weights else None
         self.monitor_backend = monitor_backend
         self.pattern_store = pattern_store
-        self.score_fn: Callable[[str], float] = score_fn or _score_step
-        self.scorer_name = self.scorer.name if self.scorer is not None else text_scorer_name(self.score_fn)
-        self._tracer_provider = tracer_provider
-        self._meter_provider = meter_provider
         self.telemetry = Telemetry(
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
@@ -129,27 +108,54 @@ class ReasonBlocks:
             enabled=self.live_streaming_enabled,
             batch_window=telemetry_batch_window,
         )
-        self._model_routing = model_routing
-        self._router: ModelRouter | None = None
-        if model_routing:
-            self._router = self._make_router(model_routing)
+        self.model_routing: dict[FSMState, Any] = parse_model_routing(model_routing)
+        self.runs = RunFactory(
+            telemetry=self.telemetry,
+            new_session=self.new_session,
+            task_profile=task_profile,
+            scorer_name=self.scorer_name,
+            model_routing=self.model_routing,
+            routing_ids=routing_ids(self.model_routing),
+            flush=self.flush,
+        )
+        self._langchain_router: Any = None
+        if any(not isinstance(v, str) for v in self.model_routing.values()):
+            self._langchain_models()  # model objects are LangChain chat models here: checked now, not mid-run
+
+    def _configure_scoring(
+        self,
+        scorer: str | Scorer | Callable[..., float] | None,
+        score_fn: Callable[[str], float] | None,
+        fsm_thresholds: Mapping[str, Any] | None,
+    ) -> None:
+        # scorer=None/"heuristic" keeps the documented text path (score_fn); any other scorer is resolved once
+        # and shared by every run, so the pilot's per-agent baselines accumulate across runs.
+        self.scorer: Scorer | None = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
+        preset = pilot_fsm_thresholds(self.scorer.model) if isinstance(self.scorer, PilotScorer) else {}
+        self.fsm = DifficultyFSM(**{**preset, **dict(fsm_thresholds or {})})
+        # With the pilot and no thresholds of the caller's, each run gets the pilot's preset relative to its agent.
+        self._per_run_fsm = isinstance(self.scorer, PilotScorer) and not fsm_thresholds
+        self.score_fn: Callable[[str], float] = score_fn or _score_step
+        self.scorer_name = self.scorer.name if self.scorer is not None else text_scorer_name(self.score_fn)
 
     def __repr__(self) -> str:
         # Never show the key.
         key = "set" if self._api_key else "none"
         return f"ReasonBlocks(api_key=<{key}>, task_profile={self.task_profile!r}, fsm={self.fsm!r})"
 
-    @staticmethod
-    def _make_router(routing: Mapping[Any, Any]) -> ModelRouter:
-        from rb_otel.integrations.langchain.routing import ModelRouter
+    def _langchain_models(self) -> ModelRouter:
+        """The LangChain chat models of ``model_routing``, built once and shared by every middleware made here."""
+        if self._langchain_router is None:
+            from rb_otel.integrations.langchain.routing import ModelRouter
 
-        return ModelRouter(routing)
+            self._langchain_router = ModelRouter(self.model_routing)
+        router: ModelRouter = self._langchain_router
+        return router
 
     @property
     def router(self) -> ModelRouter:
-        if self._router is None:
-            self._router = self._make_router({})
-        return self._router
+        """The LangChain model router (kept for callers of earlier releases)."""
+        return self._langchain_models()
 
     # -- factories -----------------------------------------------------------------------------------------
 
@@ -163,8 +169,10 @@ class ReasonBlocks:
         run_id: str | None = None,
         emitter: StepEmitter | None = None,
         run_metadata: Mapping[str, Any] | None = None,
+        routing_ids: Mapping[FSMState, str] | None = None,
     ) -> SteeringSession:
-        """A ``SteeringSession`` configured like this object's middleware."""
+        """A ``SteeringSession`` configured like this object's middleware (not exporting unless ``emitter`` does);
+        ``routing_ids`` are the model ids it reports for routed states (default: ``model_routing``'s own)."""
         metadata = {"task_profile": self.task_profile, **dict(run_metadata or {})}
         agent = "|".join(str(metadata.get(k) or "") for k in ("agent_name", "model"))
         if self.monitor_weights:
@@ -174,7 +182,7 @@ class ReasonBlocks:
             fsm=None if self._per_run_fsm else self.fsm,
             state_manager=TraceStateManager(run_id, token_budget=self.token_budget),
             injections=self.new_injections(),
-            model_routing=self.router.ids if self._router is not None else None,
+            model_routing=dict(routing_ids) if routing_ids is not None else self.runs.routing_ids or None,
             emitter=self._with_api_events(emitter),
             run_id=run_id,
             run_metadata=metadata,
@@ -200,22 +208,9 @@ class ReasonBlocks:
         **metadata: Any,
     ) -> SteeringSession:
         """A ``SteeringSession`` exporting to OpenTelemetry, for agent loops without LangChain."""
-        session = self.new_session(
-            run_id=run_id, run_metadata={"agent_name": agent_name, "task": task, "framework": framework, "model": model}
-        )
-        info = RunInfo(
-            run_id=session.run_id,
-            agent_name=agent_name,
-            framework=framework,
-            task_profile=self.task_profile,
-            task=task,
-            model=model,
-            metadata=metadata,
-            scorer=self.scorer_name,
-        )
-        self.telemetry.instruments.init_skip_series(agent_name)
-        session.emitter = self._with_api_events(self.telemetry.run(info))
-        return session
+        fields = RunFields(agent_name=agent_name, task=task, framework=framework, model=model)
+        self.runs.watch_agent(agent_name)
+        return self.runs.open(fields, run_id=run_id, metadata=metadata).session
 
     def middleware(
         self,
@@ -243,10 +238,7 @@ class ReasonBlocks:
             StatefulReasonBlocksMiddleware,
         )
 
-        cls = StatefulReasonBlocksMiddleware if step_log_in_state else ReasonBlocksMiddleware
-        return cls(
-            self,
-            run_id=run_id,
+        fields = RunFields(
             agent_name=agent_name,
             task=task,
             framework=framework,
@@ -254,8 +246,9 @@ class ReasonBlocks:
             codebase_id=codebase_id,
             org_id=org_id,
             project_id=project_id,
-            metadata=metadata,
         )
+        cls = StatefulReasonBlocksMiddleware if step_log_in_state else ReasonBlocksMiddleware
+        return cls(self.runs, router=self._langchain_models(), run_id=run_id, fields=fields, metadata=metadata)
 
     def close(self, timeout: float = 5.0) -> None:
         """Drain the rb-api run exporter (if any), flush the providers and close the HTTP client."""
@@ -267,16 +260,29 @@ class ReasonBlocks:
 
     def flush(self, timeout: float = 5.0) -> None:
         """Do the finished work runs in flight are batching, then force-flush the providers (when they can)."""
-        self.telemetry.flush()
-        providers = (
-            self._tracer_provider or trace.get_tracer_provider(),
-            self._meter_provider or metrics.get_meter_provider(),
-        )
-        for provider in providers:
-            flush = getattr(provider, "force_flush", None)
-            if flush is None:
-                continue
-            try:
-                flush(int(timeout * 1000))
-            except Exception:
-                _log.warning("flushing %s failed", type(provider).__name__, exc_info=True)
+        self.telemetry.flush_providers(timeout)
+
+
+def _check_arguments(  # noqa: PLR0917 - the constructor's arguments, checked in one place
+    api_key: str | None,
+    fsm_thresholds: Mapping[str, Any] | None,
+    task_profile: str,
+    monitor_weights: Mapping[str, float] | None,
+    score_fn: Callable[[str], float] | None,
+    scorer: object,
+    steering_budget_s: float,
+) -> None:
+    """Fail at construction, with the argument's name, rather than deep inside an agent run."""
+    if api_key is not None and not isinstance(api_key, str):
+        raise TypeError("api_key must be a str or None")
+    if fsm_thresholds is not None and not isinstance(fsm_thresholds, Mapping):
+        raise TypeError(f"fsm_thresholds must be a mapping, got {type(fsm_thresholds).__name__}")
+    if not isinstance(task_profile, str) or not task_profile:
+        raise ValueError("task_profile must be a non-empty string")
+    resolve_weights(task_profile, monitor_weights)  # unknown profile or bad weight: fail now
+    if score_fn is not None and not callable(score_fn):
+        raise TypeError("score_fn must be callable")
+    if score_fn is not None and scorer not in (None, "heuristic"):
+        raise ValueError("pass score_fn (a fn(thought) -> float) or scorer, not both")
+    if not steering_budget_s > 0:
+        raise ValueError(f"steering_budget_s must be positive, got {steering_budget_s!r}")

@@ -9,13 +9,15 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
+    "RUN_FIELD_NAMES",
     "ETrace",
     "FSMState",
     "MonitorEvaluation",
     "PendingInjection",
+    "RunFields",
     "StepDecision",
     "StepLogEntry",
     "StepRecord",
@@ -30,6 +32,39 @@ THOUGHT_PREVIEW_CHARS = 120
 OBSERVATION_CHARS = 400
 #: The preview used on the first, unscored model call.
 FIRST_CALL_PREVIEW = "(first call)"
+
+
+#: The names of :class:`RunFields`, in order (also the ``run_start`` keys stored in their own fields, spec 1.3).
+RUN_FIELD_NAMES = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id")
+
+
+@dataclass(frozen=True, slots=True)
+class RunFields:
+    """What a caller says about a run when it starts: the ``run_start`` fields of spec 1.3.
+
+    One value travels from the integration's arguments to the steering session's run metadata and to the run
+    span's attributes. Every field is a string; a non-string is a ``TypeError`` naming the field.
+    """
+
+    agent_name: str = ""
+    task: str = ""
+    framework: str = "custom"
+    model: str = ""
+    codebase_id: str = ""
+    org_id: str = "default"
+    project_id: str = "default"
+
+    NAMES: ClassVar[tuple[str, ...]] = RUN_FIELD_NAMES
+
+    def __post_init__(self) -> None:
+        for name in RUN_FIELD_NAMES:
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+    def as_dict(self) -> dict[str, str]:
+        """The fields as a plain dict, in :data:`RUN_FIELD_NAMES` order."""
+        return {name: getattr(self, name) for name in RUN_FIELD_NAMES}
 
 
 class FSMState(enum.Enum):

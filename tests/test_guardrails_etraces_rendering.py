@@ -195,7 +195,7 @@ def test_system_blocks() -> None:
 
 def test_qdrant_store_behind_the_same_protocol(tmp_path: object) -> None:
     pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
-    from rb_otel.steering.etraces.qdrant import QdrantPatternStore
+    from rb_otel.backends.qdrant import QdrantPatternStore
 
     embedded = InMemoryPatternStore(load_default_library())
     store = QdrantPatternStore(path=str(tmp_path))
@@ -216,7 +216,7 @@ def test_qdrant_store_behind_the_same_protocol(tmp_path: object) -> None:
 def test_qdrant_store_works_in_the_pipeline() -> None:
     pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
     from rb_otel import ReasonBlocks
-    from rb_otel.steering.etraces.qdrant import QdrantPatternStore
+    from rb_otel.backends.qdrant import QdrantPatternStore
 
     store = QdrantPatternStore()
     store.add(load_default_library())

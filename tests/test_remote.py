@@ -15,7 +15,7 @@ from opentelemetry.trace import StatusCode
 from rbapi_server import FakeRbApi, fake_rbapi
 
 from rb_otel import ReasonBlocks
-from rb_otel.steering.remote import RbApiClient, RemoteConfig, RemoteError
+from rb_otel.backends.rb_api import RbApiClient, RemoteConfig, RemoteError
 from rb_otel.testing import ScriptedChatModel, tool_call
 
 KEY = "rb_test_k3y-sup3rs3cret-value"
@@ -169,7 +169,7 @@ def test_run_events_are_exported_to_rbapi_in_the_background(otel: Otel) -> None:
 
 
 def test_run_export_never_blocks_and_counts_drops(otel: Otel) -> None:
-    from rb_otel.steering.remote import RbApiRunExporter
+    from rb_otel.backends.rb_api import RbApiRunExporter
 
     with fake_rbapi(**{"*": ["slow:0.5"]}) as url:
         client = RbApiClient(RemoteConfig(api_key=KEY, base_url=url))

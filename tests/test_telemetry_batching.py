@@ -27,7 +27,7 @@ from rb_otel.telemetry.batch import MAX_PENDING, Batch
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.testing import ScriptedChatModel, tool_call
-from rb_otel.types import StepLogEntry
+from rb_otel.types import RunFields, StepLogEntry
 
 THOUGHTS = ["Reading src/app.py first.", "Maybe the error is a KeyError, not sure.", "Adding a test for it."]
 
@@ -189,7 +189,7 @@ def test_tool_metrics_from_many_threads_are_recorded_once_each(window: float) ->
 
 def test_a_step_recorded_after_its_run_ended_is_recorded_at_once(otel: Otel) -> None:
     rb = _rb(otel, 60)
-    recorder = rb.telemetry.run(RunInfo(run_id="late", agent_name="batch"))
+    recorder = rb.telemetry.run(RunInfo(run_id="late", fields=RunFields(agent_name="batch")))
     recorder.run_start("late", {})
     recorder.run_finish("late", "success")
     late_step = StepLogEntry(step=0, fsm_state="NORMAL", thought_preview="late")  # e.g. a model call outliving it

@@ -14,7 +14,6 @@ from typing import TextIO
 
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from opentelemetry import trace
 
 from rb_otel.demo.report import RunResult, format_table, html_report
 from rb_otel.demo.scenarios import SCENARIOS, Scenario, demo_tools
@@ -53,9 +52,8 @@ def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedCha
         metadata={"scenario": scenario.name},
     )
     agent = create_agent(agent_model, demo_tools(), middleware=[mw], system_prompt=SYSTEM_PROMPT)
-    tracer = trace.get_tracer("rb_otel.demo", tracer_provider=rb.telemetry.tracer_provider)
     outcome = "success"
-    with tracer.start_as_current_span(f"demo {scenario.name}") as outer:
+    with rb.telemetry.enclosing_span(f"demo {scenario.name}") as outer:
         langchain_run_id = uuid.uuid4()  # rb-otel names the run after the LangChain run id
         run_id = str(langchain_run_id)
         try:
@@ -66,7 +64,7 @@ def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedCha
             if not scenario.expects_error:
                 raise
             outcome = f"failure: {type(exc).__name__}"
-        trace_id = format(outer.get_span_context().trace_id, "032x")
+        trace_id = outer.trace_id
     steps = mw.step_log_for(run_id) or mw.step_log
     return RunResult(scenario.name, scenario.description, run_id, outcome, list(steps), trace_id)
 

@@ -6,9 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.util.types import AttributeValue
-
 from rb_otel.steering.scorers import ScorerStep
+from rb_otel.telemetry.attributes import AttributeValue
 from rb_otel.types import StepLogEntry
 
 __all__ = ["ImportProblem", "ImportedRun", "ImportedStep", "ImportedTool", "RecordError", "ReplayResult"]

@@ -6,18 +6,13 @@ twice yields the same ids and a backend deduplicates or overwrites rather than d
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import hashlib
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from opentelemetry import context as otel_context
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from rb_otel.importers.detect import FORMATS, detect
 from rb_otel.importers.formats import (
@@ -40,9 +35,10 @@ from rb_otel.steering.scorers import HeuristicScorer, Scorer, resolve_scorer
 from rb_otel.steering.scoring import score_step
 from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
-from rb_otel.telemetry import ChatResponse, RunInfo, RunRecorder, Telemetry
+from rb_otel.telemetry import ChatResponse, MeterProvider, RunInfo, RunRecorder, Telemetry, TracerProvider
 from rb_otel.telemetry import names as n
-from rb_otel.types import FSMState, MonitorEvaluation, StepLogEntry
+from rb_otel.telemetry.derived_ids import DerivedIds
+from rb_otel.types import FSMState, MonitorEvaluation, RunFields, StepLogEntry
 
 __all__ = ["READERS", "replay"]
 
@@ -62,40 +58,6 @@ _STATES = {state.value: state for state in FSMState}
 SYNTHETIC_STEP_SECONDS = 1.0
 
 
-class _DerivedIds(IdGenerator):
-    """Ids from a hash chain seeded per run; random ids outside a seeded replay."""
-
-    def __init__(self, fallback: IdGenerator | None = None) -> None:
-        self._fallback = fallback or RandomIdGenerator()
-        self._seed: contextvars.ContextVar[tuple[bytes, Iterator[int]] | None] = contextvars.ContextVar(
-            "rb_otel_replay_seed", default=None
-        )
-
-    @contextlib.contextmanager
-    def seeded(self, seed: bytes) -> Iterator[None]:
-        token = self._seed.set((seed, itertools.count()))
-        try:
-            yield
-        finally:
-            self._seed.reset(token)
-
-    def _next(self, kind: bytes, size: int) -> int | None:
-        state = self._seed.get()
-        if state is None:
-            return None
-        seed, counter = state
-        value = int.from_bytes(hashlib.sha256(seed + kind + str(next(counter)).encode()).digest()[:size], "big")
-        return value or 1
-
-    def generate_span_id(self) -> int:
-        value = self._next(b"span", 8)
-        return self._fallback.generate_span_id() if value is None else value
-
-    def generate_trace_id(self) -> int:
-        value = self._next(b"trace", 16)
-        return self._fallback.generate_trace_id() if value is None else value
-
-
 def _digest(path: Path) -> bytes:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -111,8 +73,8 @@ def replay(
     rescore: bool = False,
     scorer: str | Scorer | Callable[..., float] | None = None,
     labels: str | Path | Labels | None = None,
-    tracer_provider: trace.TracerProvider | None = None,
-    meter_provider: metrics.MeterProvider | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
     keep_steps: bool = True,
 ) -> list[ReplayResult]:
     """Import ``path`` (a file, or a directory: every file in it, in name order) and replay every run in it;
@@ -141,9 +103,7 @@ def replay(
     outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
     resolved = resolve_scorer(scorer) if scorer is not None or rescore else None
     telemetry = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    ids = _DerivedIds(getattr(telemetry.tracer, "id_generator", None))
-    if hasattr(telemetry.tracer, "id_generator"):  # the SDK tracer; our own instance, nobody else's
-        telemetry.tracer.id_generator = ids
+    ids = telemetry.derived_ids()
     problems: list[ImportProblem] = []
     results: list[ReplayResult] = []
     for file in files:
@@ -154,7 +114,7 @@ def replay(
             for run in runs:
                 if outcomes is not None:
                     _apply_label(run, outcomes)
-                results.append(replayer.run(run, parent=otel_context.Context()))
+                results.append(replayer.run(run))
         except RecordError as exc:
             if len(files) == 1:
                 raise
@@ -170,9 +130,57 @@ def _apply_label(run: ImportedRun, labels: Labels) -> None:
         run.outcome = "success" if succeeded else "failure: unresolved"
 
 
+@dataclass(slots=True)
+class _RunTally:
+    """What a replayed run's result reports, accumulated step by step."""
+
+    keep_steps: bool
+    count: int = 0
+    chars: int = 0
+    max_state: FSMState = FSMState.INIT
+    max_composite: float = 0.0
+    entered: dict[str, int] = field(default_factory=dict)
+    kept: list[StepLogEntry] = field(default_factory=list)
+    monitor_scores: list[dict[str, float]] = field(default_factory=list)
+
+    def add(self, step: ImportedStep, entry: StepLogEntry, evaluation: MonitorEvaluation | None) -> None:
+        self.count += 1
+        self.chars += len(step.thought) + len(step.action_input or "")
+        if entry.fsm_state in ("SLOW", "SKIP") and entry.fsm_state not in self.entered:
+            self.entered[entry.fsm_state] = entry.step
+        state = _STATES.get(entry.fsm_state)
+        if state is not None and state.severity > self.max_state.severity:
+            self.max_state = state
+        if evaluation is not None and evaluation.composite > self.max_composite:
+            self.max_composite = evaluation.composite
+        if self.keep_steps:
+            self.kept.append(entry)
+            self.monitor_scores.append(dict(evaluation.scores) if evaluation is not None else {})
+
+
+def _run_info(run: ImportedRun, scorer: Scorer | None) -> RunInfo:
+    fields = RunFields(
+        agent_name=run.agent_name,
+        framework=str(run.attributes.get(n.RB_FRAMEWORK, run.source)),
+        task=run.task,
+        model=run.model,
+    )
+    metadata = {
+        k.removeprefix(n.RB_METADATA_PREFIX): v for k, v in run.attributes.items() if k.startswith(n.RB_METADATA_PREFIX)
+    }
+    return RunInfo(
+        run_id=run.run_id,
+        fields=fields,
+        metadata=metadata,
+        source=run.source,
+        synthetic_timing=run.synthetic_timing,
+        scorer=scorer.name if scorer is not None else "",
+    )
+
+
 class _Replayer:
     def __init__(
-        self, telemetry: Telemetry, ids: _DerivedIds, digest: bytes, *, scorer: Scorer | None, keep_steps: bool
+        self, telemetry: Telemetry, ids: DerivedIds, digest: bytes, *, scorer: Scorer | None, keep_steps: bool
     ):
         self.telemetry = telemetry
         self.ids = ids
@@ -180,59 +188,26 @@ class _Replayer:
         self.scorer = scorer
         self.keep_steps = keep_steps
 
-    def run(self, run: ImportedRun, *, parent: otel_context.Context) -> ReplayResult:
+    def run(self, run: ImportedRun, *, parent: RunRecorder | None = None) -> ReplayResult:
         with self.ids.seeded(self.digest + run.run_id.encode()):
             return self._run(run, parent)
 
-    def _run(self, run: ImportedRun, parent: otel_context.Context) -> ReplayResult:
-        info = RunInfo(
-            run_id=run.run_id,
-            agent_name=run.agent_name,
-            framework=str(run.attributes.get(n.RB_FRAMEWORK, run.source)),
-            task=run.task,
-            model=run.model,
-            metadata={
-                k.removeprefix(n.RB_METADATA_PREFIX): v
-                for k, v in run.attributes.items()
-                if k.startswith(n.RB_METADATA_PREFIX)
-            },
-            source=run.source,
-            synthetic_timing=run.synthetic_timing,
-            scorer=self.scorer.name if self.scorer is not None else "",
-        )
-        recorder = self.telemetry.run(info, parent=parent)
+    def _run(self, run: ImportedRun, parent: RunRecorder | None) -> ReplayResult:
+        recorder = self.telemetry.run(_run_info(run, self.scorer), parent=parent, new_trace=parent is None)
         steps = iter(run.steps)
         first = next(steps, None)
         base = run.start if run.start is not None else (first.timestamp if first and first.timestamp else time.time())
         recorder.run_start(run.run_id, {}, start_time=base)
-        if recorder.span is not None:
-            extra = {k: v for k, v in run.attributes.items() if not k.startswith(n.RB_METADATA_PREFIX)}
-            recorder.span.set_attributes(extra)
+        recorder.set_run_attributes({k: v for k, v in run.attributes.items() if not k.startswith(n.RB_METADATA_PREFIX)})
         session = self._session(run) if self.scorer is not None else None
-        kept: list[StepLogEntry] = []
-        monitor_scores: list[dict[str, float]] = []
-        max_composite = 0.0
-        entered: dict[str, int] = {}
-        count = chars = 0
+        tally = _RunTally(self.keep_steps)
         clock = base
-        max_state = FSMState.INIT
         for step in itertools.chain([first] if first else [], steps):
             entry, clock, evaluation = self._step(recorder, run, step, session, clock)
-            count += 1
-            chars += len(step.thought) + len(step.action_input or "")
-            if entry.fsm_state in ("SLOW", "SKIP") and entry.fsm_state not in entered:
-                entered[entry.fsm_state] = entry.step
-            if entry.fsm_state in _STATES and _STATES[entry.fsm_state].severity > max_state.severity:
-                max_state = _STATES[entry.fsm_state]
-            if evaluation is not None and evaluation.composite > max_composite:
-                max_composite = evaluation.composite
-            if self.keep_steps:
-                kept.append(entry)
-                monitor_scores.append(dict(evaluation.scores) if evaluation is not None else {})
-        children = [self.run(child, parent=recorder.context) for _, child in run.children]
-        if recorder.span is not None:
-            for name, attributes in run.events:
-                recorder.span.add_event(name, attributes)
+            tally.add(step, entry, evaluation)
+        children = [self.run(child, parent=recorder) for _, child in run.children]
+        for name, attributes in run.events:
+            recorder.add_run_event(name, attributes)
         risk = None
         if session is not None:
             risk = session.risk
@@ -241,26 +216,24 @@ class _Replayer:
                 recorder.run_risk(run.run_id, risk)
         end = run.end if run.end is not None and run.end >= clock else clock
         recorder.run_finish(run.run_id, run.outcome, end_time=end)
-        span = recorder.span
-        trace_id = format(span.get_span_context().trace_id, "032x") if span is not None else ""
         return ReplayResult(
             run_id=run.run_id,
             source=run.source,
-            step_count=count,
-            steps=kept,
+            step_count=tally.count,
+            steps=tally.kept,
             outcome=run.outcome,
-            trace_id=trace_id,
-            entered=entered,
+            trace_id=recorder.trace_id,
+            entered=tally.entered,
             children=children,
             summary=run.summary,
             agent_name=run.agent_name,
             task_id=run.task_id,
             model=run.model,
             risk=risk,
-            max_state=max_state.value if session is not None else "",
-            monitor_scores=monitor_scores,
-            max_composite=max_composite,
-            chars=chars,
+            max_state=tally.max_state.value if session is not None else "",
+            monitor_scores=tally.monitor_scores,
+            max_composite=tally.max_composite,
+            chars=tally.chars,
         )
 
     def _session(self, run: ImportedRun) -> SteeringSession:
@@ -291,50 +264,16 @@ class _Replayer:
             if step.duration_s is not None
             else (SYNTHETIC_STEP_SECONDS if run.synthetic_timing else 0.0)
         )
-        tool_names = [t.name for t in step.tools]
         evaluation = None
         if session is not None:
-            # an empty first thought takes the first-call path (unscored, INIT), as a live run's first call does
-            thought = step.thought or (None if session.steps_begun == 0 else "")
-            decision = session.begin_step(
-                thought=thought,
-                action=step.action,
-                action_input=step.action_input,
-                observation=step.observation,
-                error=step.failed,
-                tokens=step.tokens,
-            )
-            evaluation = decision.evaluation
-            entry = session.end_step(decision, tokens=step.tokens, tool_calls=tool_names, latency_ms=duration * 1000)
+            entry, evaluation = _rescored(session, step, duration)
             entry.timestamp = start
         elif step.entry is not None:
             entry = step.entry
             if step.timestamp is None:
                 entry.timestamp = start
         else:
-            entry = StepLogEntry(
-                step=step.index,
-                fsm_state="",
-                thought_preview=step.thought[:120],
-                timestamp=start,
-                tool_calls=tool_names,
-                tokens=step.tokens,
-                latency_ms=duration * 1000,
-            )
-        extra: dict[str, Any] = dict(step.attributes)
-        if step.model:
-            extra[n.GEN_AI_REQUEST_MODEL] = step.model
-        if step.provider:
-            extra[n.GEN_AI_PROVIDER_NAME] = step.provider
-        response = ChatResponse(
-            response_model=step.model,
-            finish_reasons=[step.finish_reason] if step.finish_reason else [],
-            input_tokens=step.input_tokens,
-            output_tokens=step.output_tokens,
-            cache_read_tokens=step.cache_read_tokens,
-            cache_creation_tokens=step.cache_creation_tokens,
-            reasoning_tokens=step.reasoning_tokens,
-        )
+            entry = _recorded(step, start, duration)
         end = start + duration
         if evaluation is not None and entry.monitors_fired:
             recorder.monitor_scores(run.run_id, entry.step, evaluation.scores)
@@ -343,14 +282,72 @@ class _Replayer:
             entry,
             composite=evaluation.composite if evaluation is not None else None,
             end_time=end,
-            response=response,
-            extra=extra,
+            response=_response(step),
+            extra=_chat_extra(step),
             error_type=step.error_type,
             events=step.events,
         )
         for tool in step.tools:
             call = recorder.start_tool(
-                step=entry.step, name=tool.name, call_id=tool.call_id, arguments=tool.arguments, start_time=end
+                step=entry.step,
+                name=tool.name,
+                call_id=tool.call_id,
+                arguments=tool.arguments,
+                start_time=end,
+                current=False,
             )
-            recorder.end_tool(call, result=tool.result, error=tool.error, end_time=end)
+            call.stop(tool.result, error=tool.error, end_time=end)
         return entry, max(end, clock), evaluation
+
+
+def _rescored(
+    session: SteeringSession, step: ImportedStep, duration: float
+) -> tuple[StepLogEntry, MonitorEvaluation | None]:
+    """The step steered again by ``session``, as a live run would have been."""
+    # an empty first thought takes the first-call path (unscored, INIT), as a live run's first call does
+    thought = step.thought or (None if session.steps_begun == 0 else "")
+    decision = session.begin_step(
+        thought=thought,
+        action=step.action,
+        action_input=step.action_input,
+        observation=step.observation,
+        error=step.failed,
+        tokens=step.tokens,
+    )
+    tool_names = [t.name for t in step.tools]
+    entry = session.end_step(decision, tokens=step.tokens, tool_calls=tool_names, latency_ms=duration * 1000)
+    return entry, decision.evaluation
+
+
+def _recorded(step: ImportedStep, start: float, duration: float) -> StepLogEntry:
+    """The entry of a step whose record holds no step log entry of its own."""
+    return StepLogEntry(
+        step=step.index,
+        fsm_state="",
+        thought_preview=step.thought[:120],
+        timestamp=start,
+        tool_calls=[t.name for t in step.tools],
+        tokens=step.tokens,
+        latency_ms=duration * 1000,
+    )
+
+
+def _chat_extra(step: ImportedStep) -> dict[str, Any]:
+    extra: dict[str, Any] = dict(step.attributes)
+    if step.model:
+        extra[n.GEN_AI_REQUEST_MODEL] = step.model
+    if step.provider:
+        extra[n.GEN_AI_PROVIDER_NAME] = step.provider
+    return extra
+
+
+def _response(step: ImportedStep) -> ChatResponse:
+    return ChatResponse(
+        response_model=step.model,
+        finish_reasons=[step.finish_reason] if step.finish_reason else [],
+        input_tokens=step.input_tokens,
+        output_tokens=step.output_tokens,
+        cache_read_tokens=step.cache_read_tokens,
+        cache_creation_tokens=step.cache_creation_tokens,
+        reasoning_tokens=step.reasoning_tokens,
+    )

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.steering.baselines import MAY_BE_UNKNOWN, TOTALS, AgentBaseline, BaselineStore
-from rb_otel.steering.scorers import ScorerStep
+from rb_otel.steering.scorer_protocol import ScorerStep
 
 __all__ = [
     "FEATURES",

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
+from rb_otel.steering.pilot import PilotScorer
+from rb_otel.steering.scorer_protocol import RunScorer, Scorer, ScorerStep
 from rb_otel.steering.scoring import score_step
 
 __all__ = [
@@ -38,49 +39,6 @@ __all__ = [
 
 #: The names ``resolve_scorer`` accepts.
 SCORER_NAMES = ("heuristic", "pilot")
-
-
-@dataclass(frozen=True, slots=True)
-class ScorerStep:
-    """One step as a scorer sees it.
-
-    ``thought`` includes reasoning/thinking content and reasoning written into a ``think`` tool's arguments;
-    ``action``/``action_input`` are the first acting tool call (``None`` for a text-only turn); ``observation``
-    is what the agent saw next (tool result, or the user's reply); ``error`` is true when that result was an
-    error (a tool error status, a non-zero exit code, a harness format error); ``tokens`` the call's tokens.
-    """
-
-    thought: str
-    action: str | None = None
-    action_input: str | None = None
-    observation: str | None = None
-    error: bool = False
-    tokens: int = 0
-
-
-class RunScorer(Protocol):
-    """The scorer of one run: sees each step once, in order."""
-
-    def score(self, step: ScorerStep) -> float:
-        """The difficulty (or risk) after ``step``, in [0, 1], from this step and the earlier ones only."""
-        ...
-
-    def risk(self) -> float | None:
-        """The run-level risk so far (``None`` before any step)."""
-        ...
-
-    def finish(self) -> None:
-        """The run ended; called at most once."""
-        ...
-
-
-@runtime_checkable
-class Scorer(Protocol):
-    """Shared by every run; ``name`` goes on spans as ``rb.scorer``."""
-
-    name: str
-
-    def start_run(self, agent: str = "", task_id: str = "") -> RunScorer: ...
 
 
 class _MeanRisk:
@@ -180,8 +138,6 @@ def resolve_scorer(scorer: str | Scorer | Callable[..., float] | None) -> Scorer
     if scorer is None or scorer == "heuristic":
         return HeuristicScorer()
     if scorer == "pilot":
-        from rb_otel.steering.pilot import PilotScorer
-
         return PilotScorer()
     if isinstance(scorer, str):
         raise ValueError(f"unknown scorer {scorer!r}; choose {' or '.join(SCORER_NAMES)}, or pass a callable")

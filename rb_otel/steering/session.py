@@ -233,40 +233,21 @@ class SteeringSession:
         )
         self._next_step += 1  # only once the step is certain to exist
 
-        trace = self.state_manager.state
-        record: StepRecord | None = None
         if score is None or thought is None:
-            state = trace.current_state
+            record = None
+            state = self.state_manager.state.current_state
             entry = StepLogEntry(step=step, fsm_state=state.value, thought_preview=FIRST_CALL_PREVIEW)
         else:
-            record = StepRecord(
-                step_index=len(trace.steps),
-                thought=thought,
-                action=None if action is None else str(action),
-                action_input=preview(action_input, 1 << 20),
-                observation=preview(observation, OBSERVATION_CHARS),
-                difficulty=score,
-            )
-            self.state_manager.record_step(record)
-            state = self.fsm.transition(trace.current_state, trace.difficulty_history)
-            record.state = state
-            self.state_manager.set_state(state)
-            self._thoughts.append(thought)
+            record = self._record_scored(thought, action, action_input, observation, score)
+            state = record.state
             entry = StepLogEntry(
-                step=step,
-                fsm_state=state.value,
-                thought_preview=thought[:THOUGHT_PREVIEW_CHARS],
-                difficulty=score,
+                step=step, fsm_state=state.value, thought_preview=thought[:THOUGHT_PREVIEW_CHARS], difficulty=score
             )
         self._open[step] = record
 
         pending, evaluation = self._collect(step, state, first_call=record is None, entry=entry, model_id=model_id)
         override = self.model_routing.get(state)
-        render_model = override or model_id
-        rendered = [render_injection(p, render_model) for p in pending]
-        entry.injections = [t[:INJECTION_PREVIEW_CHARS] for t in rendered]
-        entry.injection_sources = [p.source for p in pending]
-        entry.intervention_texts = rendered
+        rendered = self._render(pending, entry, render_model=override or model_id)
         return StepDecision(
             state=state,
             entry=entry,
@@ -276,6 +257,35 @@ class SteeringSession:
             steering_ms=(time.perf_counter() - started) * 1000.0,
             evaluation=evaluation,
         )
+
+    def _record_scored(
+        self, thought: str, action: str | None, action_input: Any, observation: Any, score: float
+    ) -> StepRecord:
+        """Add a scored step to the trace and move the FSM; the record carries the state it moved to."""
+        trace = self.state_manager.state
+        record = StepRecord(
+            step_index=len(trace.steps),
+            thought=thought,
+            action=None if action is None else str(action),
+            action_input=preview(action_input, 1 << 20),
+            observation=preview(observation, OBSERVATION_CHARS),
+            difficulty=score,
+        )
+        self.state_manager.record_step(record)
+        state = self.fsm.transition(trace.current_state, trace.difficulty_history)
+        record.state = state
+        self.state_manager.set_state(state)
+        self._thoughts.append(thought)
+        return record
+
+    @staticmethod
+    def _render(pending: list[PendingInjection], entry: StepLogEntry, *, render_model: str) -> list[str]:
+        """Render the step's injections for the model that will get them, and note them on ``entry``."""
+        rendered = [render_injection(p, render_model) for p in pending]
+        entry.injections = [t[:INJECTION_PREVIEW_CHARS] for t in rendered]
+        entry.injection_sources = [p.source for p in pending]
+        entry.intervention_texts = rendered
+        return rendered
 
     def end_step(
         self,

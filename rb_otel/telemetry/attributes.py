@@ -10,9 +10,10 @@ from opentelemetry.util.types import AttributeValue
 
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.content import ContentPolicy
-from rb_otel.types import INJECTION_PREVIEW_CHARS, THOUGHT_PREVIEW_CHARS, StepLogEntry
+from rb_otel.types import INJECTION_PREVIEW_CHARS, THOUGHT_PREVIEW_CHARS, RunFields, StepLogEntry
 
 __all__ = [
+    "AttributeValue",
     "Attributes",
     "ChatResponse",
     "RunInfo",
@@ -28,28 +29,27 @@ Attributes = dict[str, AttributeValue]
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """What is known about a run when it starts (the ``run_start`` payload)."""
+    """What is known about a run when it starts (the ``run_start`` payload): the caller's :class:`RunFields` and
+    what the integration or importer adds."""
 
     run_id: str
-    agent_name: str = ""
-    framework: str = "langchain"
+    fields: RunFields = field(default_factory=RunFields)
     task_profile: str = "coding"
-    task: str = ""
-    model: str = ""
-    codebase_id: str = ""
-    org_id: str = "default"
-    project_id: str = "default"
     conversation_id: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
     synthetic_timing: bool = False
     scorer: str = "heuristic"  # what produces rb.difficulty on this run's chat spans (rb.scorer)
 
+    @property
+    def agent_name(self) -> str:
+        return self.fields.agent_name
+
     def start_attributes(self) -> Attributes:
         attrs: Attributes = {
             n.GEN_AI_OPERATION_NAME: n.OP_INVOKE_AGENT,
             n.RB_RUN_ID: self.run_id,
-            n.RB_FRAMEWORK: self.framework,
+            n.RB_FRAMEWORK: self.fields.framework,
             n.RB_TASK_PROFILE: self.task_profile,
         }
         if self.agent_name:
@@ -57,9 +57,9 @@ class RunInfo:
         if self.conversation_id:
             attrs[n.GEN_AI_CONVERSATION_ID] = self.conversation_id
         for key, value in (
-            (n.RB_CODEBASE_ID, self.codebase_id),
-            (n.RB_ORG_ID, self.org_id),
-            (n.RB_PROJECT_ID, self.project_id),
+            (n.RB_CODEBASE_ID, self.fields.codebase_id),
+            (n.RB_ORG_ID, self.fields.org_id),
+            (n.RB_PROJECT_ID, self.fields.project_id),
         ):
             if value and value != "default":
                 attrs[key] = value

@@ -17,13 +17,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import NamedTuple
 
+from opentelemetry import context as otel_context
+from opentelemetry.metrics import Counter, Histogram, UpDownCounter
 from opentelemetry.trace import Span
 
 from rb_otel.telemetry.attributes import Attributes
 
-__all__ = ["DEFAULT_BATCH_WINDOW", "MAX_PENDING", "Batch", "end_span"]
+__all__ = ["DEFAULT_BATCH_WINDOW", "MAX_PENDING", "Batch"]
 
 #: Seconds a quickly stepping run may hold its finished work before doing it.
 DEFAULT_BATCH_WINDOW = 1.0
@@ -33,21 +35,46 @@ MAX_PENDING = 256
 
 _log = logging.getLogger("rb_otel.telemetry")
 
-_Work = tuple[Callable[[Any, Any, Any], object], Any, Any, Any]
+
+class _Measurement(NamedTuple):
+    """A counter's ``add`` or a histogram's ``record`` of ``value``, with the span context it belongs to (for
+    exemplars)."""
+
+    write: Callable[[float, Attributes, otel_context.Context | None], None]
+    value: float
+    attributes: Attributes
+    context: otel_context.Context | None
+
+    def do(self) -> None:
+        self.write(self.value, self.attributes, self.context)
+
+
+class _SpanEnd(NamedTuple):
+    """A span's last attributes (if any) and its end, stamped when it finished."""
+
+    span: Span
+    attributes: Attributes | None
+    end_time_ns: int | None
+
+    def do(self) -> None:
+        if self.attributes:
+            self.span.set_attributes(self.attributes)
+        self.span.end(end_time=self.end_time_ns)
 
 
 class Batch:
-    """A run's queue of finished work. ``add(fn, a, b, c)`` queues ``fn(a, b, c)``; thread-safe.
+    """A run's queue of finished work: :meth:`add`, :meth:`record` and :meth:`end_span` queue it, in order; thread-safe.
 
-    A deque, because parallel tool calls of one run end on several threads: ``append`` and ``popleft`` are
-    atomic, so every item is done exactly once whichever thread flushes.
+    The plain definition is ``window=0``: every item is done at once, as it is queued. A deque, because
+    parallel tool calls of one run end on several threads: ``append`` and ``popleft`` are atomic, so every item
+    is done exactly once whichever thread flushes.
     """
 
     __slots__ = ("_last_flush", "_queue", "window")
 
     def __init__(self, window: float = DEFAULT_BATCH_WINDOW) -> None:
         self.window = window
-        self._queue: deque[_Work] = deque()
+        self._queue: deque[_Measurement | _SpanEnd] = deque()
         self._last_flush = time.monotonic()
 
     @property
@@ -55,8 +82,25 @@ class Batch:
         """Items queued and not yet done."""
         return len(self._queue)
 
-    def add(self, fn: Callable[[Any, Any, Any], object], a: Any, b: Any, c: Any) -> None:
-        self._queue.append((fn, a, b, c))
+    def add(
+        self,
+        counter: Counter | UpDownCounter,
+        value: float,
+        attributes: Attributes,
+        context: otel_context.Context | None,
+    ) -> None:
+        """Queue ``counter.add(value, attributes, context)``."""
+        self._queue.append(_Measurement(counter.add, value, attributes, context))
+
+    def record(
+        self, histogram: Histogram, value: float, attributes: Attributes, context: otel_context.Context | None
+    ) -> None:
+        """Queue ``histogram.record(value, attributes, context)``."""
+        self._queue.append(_Measurement(histogram.record, value, attributes, context))
+
+    def end_span(self, span: Span, attributes: Attributes | None, end_time_ns: int | None) -> None:
+        """Queue setting ``attributes`` on ``span`` and ending it at ``end_time_ns``."""
+        self._queue.append(_SpanEnd(span, attributes, end_time_ns))
 
     def settle(self) -> None:
         """After queueing: do the queue now unless this run did it within the window and it is short."""
@@ -70,11 +114,11 @@ class Batch:
         queue = self._queue
         while queue:
             try:
-                fn, a, b, c = queue.popleft()
+                item = queue.popleft()
             except IndexError:  # another thread took the last one
                 return
             try:
-                fn(a, b, c)
+                item.do()
             except Exception:
                 _log.warning("recording finished telemetry failed; continuing", exc_info=True)
 
@@ -82,10 +126,3 @@ class Batch:
         """The run ended: do the queue, and anything queued from now on at once."""
         self.window = 0.0
         self.flush()
-
-
-def end_span(span: Span, attributes: Attributes | None, end_time_ns: int | None) -> None:
-    """Set the span's last ``attributes`` (if any) and end it at ``end_time_ns`` (a queued span end)."""
-    if attributes:
-        span.set_attributes(attributes)
-    span.end(end_time=end_time_ns)

@@ -15,7 +15,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from rb_otel.steering.calls import OP_MONITORS_EVALUATE, CallNote
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import Attributes
-from rb_otel.telemetry.batch import Batch, end_span
+from rb_otel.telemetry.batch import Batch
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.spans import ToolCall, ns
@@ -139,7 +139,7 @@ class ChildSpans:
                 duration = time.perf_counter() - call.started
             self._metrics.tool(call.name, error_type, duration, trace.set_span_in_context(span))
         finally:  # the end is queued with the run's other finished work (batch.py), stamped now
-            self._batch.add(end_span, span, None, time.time_ns() if end_time is None else ns(end_time))
+            self._batch.end_span(span, None, time.time_ns() if end_time is None else ns(end_time))
         self._batch.settle()
 
     def abandon_tools(self) -> None:

@@ -3,23 +3,38 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
+import logging
 import math
 import threading
 import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 
-from rb_otel import __version__
+from rb_otel._version import __version__
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
 from rb_otel.telemetry.content import ContentPolicy, resolve_capture_mode
+from rb_otel.telemetry.derived_ids import DerivedIds
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.recorder import RunInfo, RunRecorder
 
-__all__ = ["INSTRUMENTATION_NAME", "Telemetry"]
+__all__ = ["INSTRUMENTATION_NAME", "EnclosingSpan", "Telemetry"]
 
 INSTRUMENTATION_NAME = "rb_otel"
+
+_log = logging.getLogger("rb_otel.telemetry")
+
+
+@dataclass(frozen=True, slots=True)
+class EnclosingSpan:
+    """What a caller's enclosing span tells it: the trace its runs are in (32 hex digits)."""
+
+    trace_id: str
+
 
 _BATCHING: weakref.WeakSet[Telemetry] = weakref.WeakSet()
 _BATCHING_LOCK = threading.Lock()
@@ -80,20 +95,54 @@ class Telemetry:
         if self.batch_window:
             self._watch_exit()
 
-    def run(self, info: RunInfo, *, parent: otel_context.Context | None = None) -> RunRecorder:
-        """A recorder for one run; its span opens on ``run_start`` as a child of ``parent`` (or the current span)."""
+    def run(self, info: RunInfo, *, parent: RunRecorder | None = None, new_trace: bool = False) -> RunRecorder:
+        """A recorder for one run. Its span opens on ``run_start`` as a child of ``parent``'s run span (a sub-run),
+        else of the caller's current span; ``new_trace=True`` makes it the root of a trace of its own."""
+        context = parent.context if parent is not None else (otel_context.Context() if new_trace else None)
         recorder = RunRecorder(
             info,
             tracer=self.tracer,
             instruments=self.instruments,
             content=self.content,
-            parent=parent,
+            parent=context,
             batch_window=self.batch_window,
         )
         if self.batch_window:
             with self._lock:
                 self._recorders.add(recorder)
         return recorder
+
+    @contextlib.contextmanager
+    def enclosing_span(self, name: str) -> Iterator[EnclosingSpan]:
+        """A span of the caller's (a demo scenario, a batch job) made current around runs that nest under it."""
+        with self.tracer.start_as_current_span(name) as span:
+            yield EnclosingSpan(format(span.get_span_context().trace_id, "032x"))
+
+    def derived_ids(self) -> DerivedIds:
+        """Make this object's tracer take span and trace ids from :meth:`DerivedIds.seeded` blocks (replays that
+        must give the same ids every time); outside such a block ids stay random. A no-op tracer is left alone."""
+        fallback = getattr(self.tracer, "id_generator", None)
+        ids = DerivedIds(fallback)
+        if fallback is not None:  # the SDK tracer: our own instance, nobody else's
+            self.tracer.id_generator = ids  # type: ignore[attr-defined]
+        return ids
+
+    def flush_providers(self, timeout: float = 5.0) -> None:
+        """Do the finished work runs in flight are batching, then force-flush the tracer and meter providers
+        (given here, else the global ones) when they can; a provider that fails is logged, never raised."""
+        self.flush()
+        providers = (
+            self.tracer_provider or trace.get_tracer_provider(),
+            self.meter_provider or metrics.get_meter_provider(),
+        )
+        for provider in providers:
+            force_flush = getattr(provider, "force_flush", None)
+            if force_flush is None:
+                continue
+            try:
+                force_flush(int(timeout * 1000))
+            except Exception:
+                _log.warning("flushing %s failed", type(provider).__name__, exc_info=True)
 
     def _watch_exit(self) -> None:
         with _BATCHING_LOCK:  # functools.cache alone may run it twice under a race

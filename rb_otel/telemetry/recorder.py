@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -35,16 +36,25 @@ from rb_otel.telemetry.attributes import (
     outcome_label,
     response_attributes,
 )
-from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW, Batch, end_span
+from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW, Batch
 from rb_otel.telemetry.child_spans import ChildSpans
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.instruments import Instruments
+from rb_otel.telemetry.invocations import ChatInvocation, ToolInvocation
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.run_summary import RunSummary
 from rb_otel.telemetry.spans import Abandoned, LiveChat, ToolCall, ns
 from rb_otel.types import FSMState, StepLogEntry
 
-__all__ = ["ChatResponse", "RunInfo", "RunRecorder", "chat_attributes", "outcome_label"]
+__all__ = [
+    "ChatInvocation",
+    "ChatResponse",
+    "RunInfo",
+    "RunRecorder",
+    "ToolInvocation",
+    "chat_attributes",
+    "outcome_label",
+]
 
 _log = logging.getLogger("rb_otel.telemetry")
 _UNSET = object()
@@ -81,20 +91,23 @@ class RunRecorder:
         self._pending_scores: dict[int, dict[str, float]] = {}
 
     @property
-    def span(self) -> Span | None:
-        return self._span
-
-    @property
     def finished(self) -> bool:
         return self._finished
 
     @property
     def context(self) -> otel_context.Context:
-        """The context child spans are parented to (the run span's)."""
+        """The context child spans are parented to (the run span's; opened on first use)."""
         if self._ctx is None:
             self.run_start(self.info.run_id, {})
         assert self._ctx is not None
         return self._ctx
+
+    def _run_span(self) -> Span:
+        """The run span, opened on first use."""
+        if self._span is None:
+            self.run_start(self.info.run_id, {})
+        assert self._span is not None
+        return self._span
 
     # -- StepEmitter ---------------------------------------------------------------------------------------
 
@@ -181,7 +194,7 @@ class RunRecorder:
 
     # -- live model calls ------------------------------------------------------------------------------------
 
-    def begin_chat(
+    def start_chat(
         self,
         entry: StepLogEntry,
         *,
@@ -191,9 +204,10 @@ class RunRecorder:
         composite: float | None = None,
         input_messages: Any = None,
         monitor_scores: Mapping[str, float] | None = None,
-    ) -> otel_context.Context:
-        """Open the live ``chat`` span for ``entry.step``; returns its context (for provider spans). Each monitor in
-        ``entry.monitors_fired`` becomes a ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``."""
+    ) -> ChatInvocation:
+        """Open the live ``chat`` span of ``entry.step``, current until the returned invocation stops or fails (so
+        provider SDK spans nest under it). Each monitor in ``entry.monitors_fired`` becomes a
+        ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``."""
         attrs = self._chat_attributes(entry, composite, steering_ms, final=False)
         attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
         attrs[n.GEN_AI_PROVIDER_NAME] = provider
@@ -209,14 +223,17 @@ class RunRecorder:
         self._live[entry.step] = LiveChat(
             span, time.perf_counter(), provider, request_model, composite, attrs, content=content
         )
-        return trace.set_span_in_context(span)
+        return ChatInvocation(self, entry.step, trace.set_span_in_context(span))
 
-    def chat_response(self, step: int, response: ChatResponse) -> None:
+    def _chat_response(self, step: int, response: ChatResponse) -> None:
         live = self._live.get(step)
         if live is not None:
             live.response = response
 
-    def chat_failed(self, step: int, error: BaseException) -> None:
+    def _chat_interrupted(self, entry: StepLogEntry, steering_ms: float | None) -> None:
+        self.step(self.info.run_id, entry, steering_ms=steering_ms)
+
+    def _chat_failed(self, step: int, error: BaseException) -> None:
         """End the live ``chat`` span of ``step`` with the model's exception (which the caller re-raises)."""
         live = self._live.pop(step, None)
         if live is None:
@@ -249,13 +266,23 @@ class RunRecorder:
     # -- tools -------------------------------------------------------------------------------------------
 
     def start_tool(
-        self, *, step: int, name: str, call_id: str, arguments: Any = None, start_time: float | None = None
-    ) -> ToolCall:
-        return self._children.start_tool(
+        self,
+        *,
+        step: int,
+        name: str,
+        call_id: str,
+        arguments: Any = None,
+        start_time: float | None = None,
+        current: bool = True,
+    ) -> ToolInvocation:
+        """Open an ``execute_tool`` span under the run; with ``current`` it is the current span until the returned
+        invocation ends (spans the tool makes nest under it). ``start_time`` (seconds) is for recorded calls."""
+        call = self._children.start_tool(
             parent=self.context, step=step, name=name, call_id=call_id, arguments=arguments, start_time=start_time
         )
+        return ToolInvocation(self, call, trace.set_span_in_context(call.span) if current else None)
 
-    def end_tool(
+    def _end_tool(
         self,
         call: ToolCall,
         *,
@@ -263,8 +290,23 @@ class RunRecorder:
         error: BaseException | str | None = None,
         end_time: float | None = None,
     ) -> None:
-        """End a tool span; ``error`` is the exception raised or the error text the tool returned."""
         self._children.end_tool(call, result=result, error=error, end_time=end_time)
+
+    # -- the run span ------------------------------------------------------------------------------------
+
+    @property
+    def trace_id(self) -> str:
+        """The run's trace id as 32 hex digits (``""`` before the run span opened)."""
+        return format(self._span.get_span_context().trace_id, "032x") if self._span is not None else ""
+
+    def set_run_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        """Add attributes to the run span (records' own run attributes, the experiment arm, ...)."""
+        if attributes:
+            self._run_span().set_attributes(attributes)
+
+    def add_run_event(self, name: str, attributes: Mapping[str, AttributeValue]) -> None:
+        """Add an event to the run span."""
+        self._run_span().add_event(name, attributes)
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -297,42 +339,20 @@ class RunRecorder:
         live = self._live.pop(entry.step, None)
         if live is not None:
             composite = live.composite if composite is None else composite
+            response = live.response if live.response is not None else response
         attrs = self._chat_attributes(entry, composite, steering_ms, final=True)
-        if live is not None and live.response is not None:
-            response = live.response
         if response is not None:
             attrs.update(response_attributes(response, self._content))
         if extra:
             attrs.update(extra)
         content = self._content.split(attrs)
-        if live is not None and live.content:
-            content = {**live.content, **(content or {})}
         if live is not None:
-            span = live.span
-            # Setting an attribute re-validates its value; most were already set at start_span.
-            started = live.start_attributes
-            changed: Attributes | None = {k: v for k, v in attrs.items() if started.get(k, _UNSET) != v}
-            end_ns: int | None = time.time_ns()
-            duration = time.perf_counter() - live.started
-            provider, request_model = live.provider, live.request_model
+            if live.content:
+                content = {**live.content, **(content or {})}
+            ended = self._ending_live(live, attrs)
         else:
-            provider = str((extra or {}).get(n.GEN_AI_PROVIDER_NAME, ""))
-            request_model = str((extra or {}).get(n.GEN_AI_REQUEST_MODEL, "")) or entry.model_id
-            attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
-            if request_model:
-                attrs[n.GEN_AI_REQUEST_MODEL] = request_model
-            start = entry.timestamp
-            finish = end_time if end_time is not None else start + entry.latency_ms / 1000.0
-            span = self._tracer.start_span(
-                f"{n.OP_CHAT} {request_model}".rstrip(),
-                context=self.context,
-                kind=SpanKind.CLIENT,
-                attributes=attrs,
-                start_time=ns(start),
-            )
-            duration = max(finish - start, 0.0)
-            changed, end_ns = None, ns(entry.timestamp + duration)
-        span_ctx = trace.set_span_in_context(span)
+            ended = self._retroactive(entry, attrs, extra, end_time)
+        span = ended.span
         if error_type:
             span.set_attribute(n.ERROR_TYPE, error_type)
             span.set_status(Status(StatusCode.ERROR, error_type))
@@ -344,20 +364,54 @@ class RunRecorder:
         if live is None and entry.monitors_fired:  # a live span got its evaluation events when it began
             for name, event_attrs in evaluation_events(entry.monitors_fired, scores or {}):
                 span.add_event(name, event_attrs)
-        self._batch.add(end_span, span, changed, end_ns)  # queued first: the span ends whatever follows
+        self._batch.end_span(span, ended.changed, ended.end_ns)  # queued first: the span ends whatever follows
         self.summary.count(entry, response)
         self._metrics.step(
             entry,
-            provider=provider,
-            request_model=request_model,
-            duration=duration,
+            provider=ended.provider,
+            request_model=ended.request_model,
+            duration=ended.duration,
             steering_ms=steering_ms,
             response=response,
-            context=span_ctx,
+            context=trace.set_span_in_context(span),
         )
         if state is not previous:
             self._transition(previous, state, entry)
         self._batch.settle()
+
+    @staticmethod
+    def _ending_live(live: LiveChat, attrs: Attributes) -> _EndingChat:
+        """A live span ends now; only the attributes that changed since it started are set again (setting one
+        re-validates its value, and most were already set at ``start_span``)."""
+        started = live.start_attributes
+        changed = {k: v for k, v in attrs.items() if started.get(k, _UNSET) != v}
+        duration = time.perf_counter() - live.started
+        return _EndingChat(live.span, changed, time.time_ns(), duration, live.provider, live.request_model)
+
+    def _retroactive(
+        self,
+        entry: StepLogEntry,
+        attrs: Attributes,
+        extra: Mapping[str, AttributeValue] | None,
+        end_time: float | None,
+    ) -> _EndingChat:
+        """A span built from ``entry`` alone (the session's own steps, imported records), at the entry's times."""
+        provider = str((extra or {}).get(n.GEN_AI_PROVIDER_NAME, ""))
+        request_model = str((extra or {}).get(n.GEN_AI_REQUEST_MODEL, "")) or entry.model_id
+        attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
+        if request_model:
+            attrs[n.GEN_AI_REQUEST_MODEL] = request_model
+        start = entry.timestamp
+        finish = end_time if end_time is not None else start + entry.latency_ms / 1000.0
+        span = self._tracer.start_span(
+            f"{n.OP_CHAT} {request_model}".rstrip(),
+            context=self.context,
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=ns(start),
+        )
+        duration = max(finish - start, 0.0)
+        return _EndingChat(span, None, ns(start + duration), duration, provider, request_model)
 
     def _transition(self, previous: FSMState, state: FSMState, entry: StepLogEntry) -> None:
         first_skip = self.summary.enter(state)
@@ -372,12 +426,9 @@ class RunRecorder:
             self._metrics.entered_skip()
 
     def _finish(self, outcome: str, *, error: BaseException | None, end_time: float | None) -> None:
-        if self._span is None:
-            self.run_start(self.info.run_id, {})
-        span = self._span
-        assert span is not None
+        span = self._run_span()
         for step in list(self._live):
-            self.chat_failed(step, Abandoned("the run ended while this model call was open"))
+            self._chat_failed(step, Abandoned("the run ended while this model call was open"))
         self._children.abandon_tools()
         label = outcome_label(outcome)
         span.set_attributes(self.summary.attributes(outcome))
@@ -402,3 +453,15 @@ class RunRecorder:
             )
         finally:  # the run span ends whatever the meter does
             span.end(end_time=None if end_time is None else ns(end_time))
+
+
+@dataclass(frozen=True, slots=True)
+class _EndingChat:
+    """A ``chat`` span about to end: what ``_step`` needs from either kind (live or retroactive)."""
+
+    span: Span
+    changed: Attributes | None  # attributes to set at the end (``None``: none)
+    end_ns: int
+    duration: float  # seconds, for the duration histograms
+    provider: str
+    request_model: str

@@ -62,23 +62,23 @@ class RunMetrics:
     ) -> None:
         inst, agent = self._inst, self._agent
         labels = self._step_labels(entry.fsm_state, provider, request_model)
-        queue = self._batch.add  # each item is fn(value, attributes, context)
-        queue(inst.steps.add, 1, labels.steps, context)
+        count, record = self._batch.add, self._batch.record
+        count(inst.steps, 1, labels.steps, context)
         if entry.difficulty is not None:
-            queue(inst.difficulty.record, entry.difficulty, labels.state, context)
+            record(inst.difficulty, entry.difficulty, labels.state, context)
         for monitor in entry.monitors_fired:
-            queue(inst.monitor_fired.add, 1, {**agent, n.RB_MONITOR: monitor}, context)
+            count(inst.monitor_fired, 1, {**agent, n.RB_MONITOR: monitor}, context)
         sources = entry.injection_sources
         for source in dict.fromkeys(sources):  # one add per source, by its count (E3 queues several at once)
-            queue(inst.injections.add, sources.count(source), {**agent, n.RB_INJECTION_SOURCE: source}, context)
+            count(inst.injections, sources.count(source), {**agent, n.RB_INJECTION_SOURCE: source}, context)
         if steering_ms is not None:
-            queue(inst.steering_duration.record, steering_ms / 1000.0, agent, context)
-        queue(inst.operation_duration.record, duration, labels.operation, context)
+            record(inst.steering_duration, steering_ms / 1000.0, agent, context)
+        record(inst.operation_duration, duration, labels.operation, context)
         if response is not None:
             if response.input_tokens is not None:
-                queue(inst.token_usage.record, response.input_tokens, labels.input_tokens, context)
+                record(inst.token_usage, response.input_tokens, labels.input_tokens, context)
             if response.output_tokens is not None:
-                queue(inst.token_usage.record, response.output_tokens, labels.output_tokens, context)
+                record(inst.token_usage, response.output_tokens, labels.output_tokens, context)
 
     def _step_labels(self, state: str, provider: str, request_model: str) -> _StepLabels:
         # The same few label sets repeat on every step of a run: build them once per (state, provider, model).
@@ -105,13 +105,13 @@ class RunMetrics:
             n.RB_FSM_STATE: state.value,
             n.ERROR_TYPE: error_type,
         }
-        self._batch.add(self._inst.operation_duration.record, duration, labels, context)
+        self._batch.record(self._inst.operation_duration, duration, labels, context)
 
     def tool(self, name: str, error_type: str | None, duration: float, context: otel_context.Context) -> None:
         labels: Attributes = {n.GEN_AI_TOOL_NAME: name}
         if error_type:
             labels[n.ERROR_TYPE] = error_type
-        self._batch.add(self._inst.execute_tool_duration.record, duration, labels, context)
+        self._batch.record(self._inst.execute_tool_duration, duration, labels, context)
 
     def transition(self, previous: FSMState, state: FSMState, *, active: bool) -> None:
         """A state change: the transition counter, and the active-runs gauge moved unless the run ended."""

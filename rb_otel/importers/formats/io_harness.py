@@ -22,6 +22,7 @@ from urllib.request import pathname2url
 from rb_otel.importers.formats._common import iso_seconds
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
+from rb_otel.telemetry.attributes import AttributeValue
 
 __all__ = ["parse_tool_calls", "read"]
 
@@ -151,6 +152,61 @@ def _provider_only_step(number: int, provider: list[sqlite3.Row], start: float, 
     return step
 
 
+def _committed_step(
+    number: int, attempts: list[sqlite3.Row], provider: list[sqlite3.Row], timestamp: float, duration: float
+) -> ImportedStep:
+    """A step from its attempts (the last one committed; each attempt an event) and its provider calls."""
+    committed = attempts[-1]
+    columns = set(committed.keys())  # older schemas lack the audit columns
+    step = ImportedStep(
+        index=number - 1,
+        thought=str(committed["decision"]),
+        action=None,
+        observation=str(committed["result"])[:400] or None,
+        tools=parse_tool_calls(str(committed["tool_call"] or "")) if "tool_call" in columns else [],
+        tokens=sum(int(a["tokens"] or 0) for a in attempts) if "tokens" in columns else 0,
+        timestamp=timestamp,
+        duration_s=duration,
+        attributes={n.RB_STEP_NUMBER: number},
+    )
+    if step.tools:
+        step.action = step.tools[0].name
+        step.action_input = json.dumps(step.tools[0].arguments, sort_keys=True, default=str)
+    _apply_provider_calls(step, provider)
+    for attempt, row in enumerate(attempts):
+        event: dict[str, AttributeValue] = {
+            n.RB_ATTEMPT: attempt,
+            n.RB_STEP_RETRY: attempt < len(attempts) - 1,
+            n.RB_TOKENS: int(row["tokens"] or 0),
+        }
+        step.events.append((n.EVENT_ATTEMPT, event))
+    return step
+
+
+def _summary(
+    run: sqlite3.Row, rows: list[sqlite3.Row], outcome_row: sqlite3.Row | None, outcome: str, last_step: int
+) -> dict[str, Any]:
+    """The run's summary in the shape io_harness reports it."""
+    columns = run.keys()  # a Row's `in` tests values, not column names
+    summary: dict[str, Any] = {
+        "run_id": int(run["id"]),
+        "goal": run["goal"],
+        "workspace": run["file"],
+        "status": run["status"] if "status" in columns else None,
+        "outcome": outcome,
+        "success": outcome == "success",
+        "last_step": last_step,
+        "step_count": last_step,
+        "spent_tokens": sum(int(r["tokens"] or 0) for r in rows),
+        "tokens": sum(int(r["tokens"] or 0) for r in rows),
+        "steps": [{"step": int(r["step"]), "decision": r["decision"], "tokens": int(r["tokens"] or 0)} for r in rows],
+    }
+    if outcome_row is not None:
+        summary["duration_ms"] = outcome_row["duration_ms"]
+        summary["finished_at"] = outcome_row["finished_at"]
+    return summary
+
+
 def _run(
     run: sqlite3.Row,
     rows: list[sqlite3.Row],
@@ -177,52 +233,8 @@ def _run(
         if not attempts:
             steps.append(_provider_only_step(number, provider, base + position * per_step, per_step))
             continue
-        committed = attempts[-1]
-        columns = set(committed.keys())  # older schemas lack the audit columns
-        step = ImportedStep(
-            index=number - 1,
-            thought=str(committed["decision"]),
-            action=None,
-            observation=str(committed["result"])[:400] or None,
-            tools=parse_tool_calls(str(committed["tool_call"] or "")) if "tool_call" in columns else [],
-            tokens=sum(int(a["tokens"] or 0) for a in attempts) if "tokens" in columns else 0,
-            timestamp=base + position * per_step,
-            duration_s=per_step,
-            attributes={n.RB_STEP_NUMBER: number},
-        )
-        if step.tools:
-            step.action = step.tools[0].name
-            step.action_input = json.dumps(step.tools[0].arguments, sort_keys=True, default=str)
-        _apply_provider_calls(step, provider)
-        for attempt, row in enumerate(attempts):
-            step.events.append(
-                (
-                    n.EVENT_ATTEMPT,
-                    {
-                        n.RB_ATTEMPT: attempt,
-                        n.RB_STEP_RETRY: attempt < len(attempts) - 1,
-                        n.RB_TOKENS: int(row["tokens"] or 0),
-                    },
-                )
-            )
-        steps.append(step)
-    last_step = max(numbers) if numbers else 0
-    summary: dict[str, Any] = {
-        "run_id": run_id,
-        "goal": run["goal"],
-        "workspace": run["file"],
-        "status": run["status"] if "status" in keys else None,
-        "outcome": outcome,
-        "success": outcome == "success",
-        "last_step": last_step,
-        "step_count": last_step,
-        "spent_tokens": sum(int(r["tokens"] or 0) for r in rows),
-        "tokens": sum(int(r["tokens"] or 0) for r in rows),
-        "steps": [{"step": int(r["step"]), "decision": r["decision"], "tokens": int(r["tokens"] or 0)} for r in rows],
-    }
-    if outcome_row is not None:
-        summary["duration_ms"] = outcome_row["duration_ms"]
-        summary["finished_at"] = outcome_row["finished_at"]
+        steps.append(_committed_step(number, attempts, provider, base + position * per_step, per_step))
+    summary = _summary(run, rows, outcome_row, outcome, max(numbers) if numbers else 0)
     return ImportedRun(
         run_id=f"io_harness-{run_id}",
         source="io_harness",

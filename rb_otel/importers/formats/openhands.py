@@ -32,6 +32,21 @@ def _mapping(value: Any) -> dict[str, Any]:
     return {}
 
 
+class _TokenDeltas:
+    """OpenHands reports accumulated usage per event: a step's tokens are the difference to the previous one."""
+
+    def __init__(self) -> None:
+        self.prompt = self.completion = 0
+
+    def of(self, usage: dict[str, Any]) -> tuple[int | None, int | None]:
+        if not usage:
+            return None, None
+        prompt, completion = as_int(usage.get("prompt_tokens")), as_int(usage.get("completion_tokens"))
+        deltas = max(prompt - self.prompt, 0), max(completion - self.completion, 0)
+        self.prompt, self.completion = prompt, completion
+        return deltas
+
+
 def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
     data = load_json(path)
     events = data.get("history") if isinstance(data, dict) else data
@@ -42,7 +57,7 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
         if isinstance(event, dict) and event.get("observation") and event.get("cause") is not None:
             observations[str(event["cause"])] = event
     steps: list[ImportedStep] = []
-    previous_prompt = previous_completion = 0
+    tokens = _TokenDeltas()
     first_time = None
     task = ""
     for i, event in enumerate(events):
@@ -56,65 +71,9 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
         action = event.get("action")
         if event.get("source") != "agent" or not action or action in _NOT_MODEL_CALLS:
             continue
-        meta = _mapping(event.get("tool_call_metadata"))
-        usage = _mapping(_mapping(event.get("llm_metrics")).get("accumulated_token_usage"))
-        prompt, completion = as_int(usage.get("prompt_tokens")), as_int(usage.get("completion_tokens"))
-        input_tokens = max(prompt - previous_prompt, 0) if usage else None
-        output_tokens = max(completion - previous_completion, 0) if usage else None
-        if usage:
-            previous_prompt, previous_completion = prompt, completion
-        response = _mapping(meta.get("model_response"))
-        choices = response.get("choices") if isinstance(response.get("choices"), list) else []
-        first_choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-        message: dict[str, Any] = first_choice["message"] if isinstance(first_choice.get("message"), dict) else {}
-        thought = (
-            text(message.get("content"))
-            or text(_mapping(event.get("args")).get("thought"))
-            or text(event.get("message"))
-        )
-        tool_name = str(meta.get("function_name") or action)
         observation = observations.get(str(event.get("id")))
-        result = text(observation.get("content")) if observation else None
-        error = None
-        if observation is not None and (
-            observation.get("observation") == "error" or str(observation.get("success", "")).lower() == "false"
-        ):
-            error = "tool_error"
-        tools = (
-            []
-            if action in ("message", "finish", "think")
-            else [
-                ImportedTool(
-                    name=tool_name,
-                    call_id=str(meta.get("tool_call_id") or ""),
-                    arguments=_mapping(event.get("args")) or text(event.get("args")),
-                    result=result,
-                    error=error,
-                )
-            ]
-        )
-        duration = None
-        if observation is not None and timestamp is not None:
-            end = iso_seconds(observation.get("timestamp"))
-            duration = None if end is None else max(end - timestamp, 0.0)
         steps.append(
-            ImportedStep(
-                index=len(steps),
-                thought=thought,
-                action=tool_name if tools else None,
-                action_input=text(_mapping(event.get("args")).get("command") or event.get("args"))[:2000]
-                if tools
-                else None,
-                observation=(result or "")[:400] or None,
-                tools=tools,
-                tokens=(input_tokens or 0) + (output_tokens or 0),
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                model=str(response.get("model") or usage.get("model") or ""),
-                finish_reason=str(first_choice.get("finish_reason") or ""),
-                timestamp=timestamp,
-                duration_s=duration,
-            )
+            _step(len(steps), event, action=str(action), observation=observation, timestamp=timestamp, tokens=tokens)
         )
     error = data.get("error") if isinstance(data, dict) else None
     run_id = str(data.get("instance_id")) if isinstance(data, dict) and data.get("instance_id") else path.stem
@@ -128,4 +87,60 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
         start=first_time,
         end=last_time,
         synthetic_timing=first_time is None,
+    )
+
+
+def _step(
+    index: int,
+    event: dict[str, Any],
+    *,
+    action: str,
+    observation: dict[str, Any] | None,
+    timestamp: float | None,
+    tokens: _TokenDeltas,
+) -> ImportedStep:
+    """One agent action event (and the observation it caused) as a model-call step."""
+    meta = _mapping(event.get("tool_call_metadata"))
+    usage = _mapping(_mapping(event.get("llm_metrics")).get("accumulated_token_usage"))
+    input_tokens, output_tokens = tokens.of(usage)
+    response = _mapping(meta.get("model_response"))
+    choices = response.get("choices") if isinstance(response.get("choices"), list) else []
+    first_choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    message: dict[str, Any] = first_choice["message"] if isinstance(first_choice.get("message"), dict) else {}
+    args = _mapping(event.get("args"))
+    thought = text(message.get("content")) or text(args.get("thought")) or text(event.get("message"))
+    tool_name = str(meta.get("function_name") or action)
+    result = text(observation.get("content")) if observation else None
+    tools = []
+    if action not in ("message", "finish", "think"):
+        failed = observation is not None and (
+            observation.get("observation") == "error" or str(observation.get("success", "")).lower() == "false"
+        )
+        tools.append(
+            ImportedTool(
+                name=tool_name,
+                call_id=str(meta.get("tool_call_id") or ""),
+                arguments=args or text(event.get("args")),
+                result=result,
+                error="tool_error" if failed else None,
+            )
+        )
+    duration = None
+    if observation is not None and timestamp is not None:
+        end = iso_seconds(observation.get("timestamp"))
+        duration = None if end is None else max(end - timestamp, 0.0)
+    return ImportedStep(
+        index=index,
+        thought=thought,
+        action=tool_name if tools else None,
+        action_input=text(args.get("command") or event.get("args"))[:2000] if tools else None,
+        observation=(result or "")[:400] or None,
+        tools=tools,
+        tokens=(input_tokens or 0) + (output_tokens or 0),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        model=str(response.get("model") or usage.get("model") or ""),
+        finish_reason=str(first_choice.get("finish_reason") or ""),
+        timestamp=timestamp,
+        duration_s=duration,
     )

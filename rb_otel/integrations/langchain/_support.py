@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from typing import Any
 
@@ -10,15 +9,14 @@ from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.config import get_config
-from opentelemetry import context as otel_context
 
 from rb_otel.steering.rendering import system_blocks
+from rb_otel.telemetry import ChatInvocation
 from rb_otel.types import StepDecision
 
 __all__ = [
     "ModelResult",
     "StepCall",
-    "detach",
     "node_run_id",
     "reply_of",
     "steered_system_message",
@@ -42,12 +40,12 @@ def reply_of(response: ModelResult) -> AIMessage | None:
 class StepCall:
     """What ``wrap_model_call`` carries from before the model call to after it."""
 
-    __slots__ = ("decision", "request", "token")
+    __slots__ = ("chat", "decision", "request")
 
-    def __init__(self, decision: StepDecision, request: ModelRequest[Any], token: object) -> None:
+    def __init__(self, decision: StepDecision, request: ModelRequest[Any], chat: ChatInvocation) -> None:
         self.decision = decision
         self.request = request
-        self.token = token
+        self.chat = chat
 
 
 #: (id of the agent's system message, guidance text, cache marks) -> (that message, the message sent instead).
@@ -75,13 +73,6 @@ def steered_system_message(
         _STEERED.clear()
     _STEERED[key] = (message, steered)
     return steered
-
-
-def detach(token: object | None) -> None:
-    if token is None:
-        return
-    with contextlib.suppress(Exception):  # detaching in another context (abandoned generator) is harmless
-        otel_context.detach(token)  # type: ignore[arg-type]
 
 
 def node_run_id() -> uuid.UUID | None:

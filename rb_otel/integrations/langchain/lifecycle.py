@@ -7,19 +7,17 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
-from rb_otel.telemetry import RunInfo
+from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
+from rb_otel.types import FSMState, RunFields
 
 from ._guard import guard
 from ._support import node_run_id, thread_id_of_config
 from .runs import AgentRun, RunRegistry
-
-if TYPE_CHECKING:
-    from rb_otel.reasonblocks import ReasonBlocks
 
 __all__ = ["RunTracker"]
 
@@ -36,12 +34,19 @@ class RunTracker:
     """
 
     def __init__(
-        self, rb: ReasonBlocks, *, first_run_id: str | None, run_fields: Mapping[str, str], metadata: Mapping[str, Any]
+        self,
+        runs: RunFactory,
+        *,
+        first_run_id: str | None,
+        fields: RunFields,
+        metadata: Mapping[str, Any],
+        routing_ids: Mapping[FSMState, str],
     ) -> None:
-        self._rb = rb
+        self._factory = runs
         self._first_run_id = first_run_id
-        self._run_fields = dict(run_fields)
+        self._fields = fields
         self._metadata = dict(metadata)
+        self._routing_ids = dict(routing_ids)
         self.runs = RunRegistry()
         self.cm_depth = 0
         self._by_graph: dict[uuid.UUID, AgentRun] = {}
@@ -52,25 +57,14 @@ class RunTracker:
     def open(self, conversation_id: str = "", *, key: str | None = None) -> AgentRun:
         key = self._first_run_id or key or str(uuid.uuid4())
         self._first_run_id = None  # the given run_id names the first run; later runs get fresh ids
-        fields = self._run_fields
-        info = RunInfo(
+        steered = self._factory.open(
+            self._fields,
             run_id=key,
-            agent_name=fields["agent_name"],
-            framework=fields["framework"],
-            task_profile=fields["task_profile"],
-            task=fields["task"],
-            model=fields["model"],
-            codebase_id=fields["codebase_id"],
-            org_id=fields["org_id"],
-            project_id=fields["project_id"],
-            conversation_id=conversation_id,
             metadata=self._metadata,
-            scorer=self._rb.scorer_name,
+            conversation_id=conversation_id,
+            routing_ids=self._routing_ids,
         )
-        recorder = self._rb.telemetry.run(info)
-        session = self._rb.new_session(
-            run_id=key, emitter=recorder, run_metadata={**fields, "metadata": dict(self._metadata)}
-        )
+        session, recorder = steered.session, steered.recorder
         session.start()
         run = AgentRun(key=key, session=session, recorder=recorder, in_context_manager=self.cm_depth > 0)
         self.runs.add(run)
@@ -116,10 +110,7 @@ class RunTracker:
         thread = thread_id_of_config()
         resumed = self._interrupted.pop(thread, None) if thread else None
         if resumed is not None and not resumed.session.finished:
-            recorder = self._rb.telemetry.run(resumed.recorder.info)
-            recorder.run_start(resumed.key, {})
-            resumed.recorder = recorder
-            resumed.session.emitter = recorder
+            self._factory.resume(resumed)
             self.runs.add(resumed)
             return resumed
         return self.open(thread, key=str(graph))

@@ -19,15 +19,13 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, OmitFromInput
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command, TracePolicy, omit_payload
-from opentelemetry import context as otel_context
-from opentelemetry import trace
 
 from rb_otel.integrations.langchain._messages import (
     NO_CACHE_CONTROL,
@@ -36,25 +34,25 @@ from rb_otel.integrations.langchain._messages import (
     last_turn,
     message_text,
 )
+from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.session import SteeringSession
+from rb_otel.telemetry import ToolInvocation
 from rb_otel.telemetry.names import OUTCOME_SUCCESS
-from rb_otel.types import StepLogEntry
+from rb_otel.types import RUN_FIELD_NAMES, RunFields, StepLogEntry
 
 from ._guard import guard
-from ._support import ModelResult, StepCall, detach, reply_of, steered_system_message
+from ._support import ModelResult, StepCall, reply_of, steered_system_message
 from .lifecycle import RunTracker
+from .routing import ModelRouter
 from .runs import AgentRun
-
-if TYPE_CHECKING:
-    from rb_otel.reasonblocks import ReasonBlocks
-    from rb_otel.telemetry.spans import ToolCall
 
 __all__ = ["RBState", "ReasonBlocksMiddleware"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
 #: run_start keys that are stored in their own fields, so they are removed from ``metadata`` (spec 1.3).
-_DEDICATED_KEYS = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id", "task_profile")
+_DEDICATED_KEYS = (*RUN_FIELD_NAMES, "task_profile")
+_LANGCHAIN_FIELDS = RunFields(framework="langchain")
 
 
 def add_steps(log: list[dict[str, Any]] | None, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -95,41 +93,28 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def __init__(
         self,
-        rb: ReasonBlocks,
+        runs: RunFactory,
         *,
+        router: ModelRouter | None = None,
         run_id: str | None = None,
-        agent_name: str = "",
-        task: str = "",
-        framework: str = "langchain",
-        model: str = "",
-        codebase_id: str = "",
-        org_id: str = "default",
-        project_id: str = "default",
+        fields: RunFields = _LANGCHAIN_FIELDS,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
+        """Built by ``ReasonBlocks.middleware()``: ``runs`` opens each invocation's steered run, ``router`` holds
+        the chat models of ``model_routing`` (built once, shared by the middleware of one configuration)."""
         super().__init__()
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError(f"metadata must be a mapping, got {type(metadata).__name__}")
-        for name, value in (
-            ("agent_name", agent_name),
-            ("task", task),
-            ("framework", framework),
-            ("model", model),
-            ("codebase_id", codebase_id),
-            ("org_id", org_id),
-            ("project_id", project_id),
-        ):
-            if not isinstance(value, str):
-                raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-        self._rb = rb
-        self.agent_name = agent_name
-        fields = {"agent_name": agent_name, "task": task, "framework": framework, "model": model,
-                  "codebase_id": codebase_id, "org_id": org_id, "project_id": project_id,
-                  "task_profile": rb.task_profile}  # fmt: skip
+        self._runs = runs
+        self._router = router if router is not None else ModelRouter(runs.model_routing)
+        self._capture = runs.capture_content
+        self.agent_name = fields.agent_name
         extras = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
-        self._tracker = RunTracker(rb, first_run_id=run_id, run_fields=fields, metadata=extras)
+        self._tracker = RunTracker(
+            runs, first_run_id=run_id, fields=fields, metadata=extras, routing_ids=self._router.ids
+        )
         guard().add_tool_observer(self)
-        rb.telemetry.instruments.init_skip_series(agent_name)
+        runs.watch_agent(fields.agent_name)
 
     # -- public surface ------------------------------------------------------------------------------------
 
@@ -168,7 +153,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def close(self, timeout: float = 5.0) -> None:
         """Flush the tracer and meter providers (when they support it); safe to call more than once."""
-        self._rb.flush(timeout)
+        self._runs.flush(timeout)
 
     def __enter__(self) -> ReasonBlocksMiddleware:
         self._tracker.cm_depth += 1
@@ -257,7 +242,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         overrides: dict[str, Any] = {}
         model = request.model
         if decision.model_override:
-            routed = self._rb.router.model(decision.model_override)
+            routed = self._router.model(decision.model_override)
             if routed is not None:
                 overrides["model"] = model = routed
             else:  # could not be built: the call keeps the agent's model, and the step log says so
@@ -272,9 +257,9 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             overrides["system_message"] = system_message
         new_request = request.override(**overrides) if overrides else request
         input_messages = None
-        if self._rb.telemetry.content.capture:
+        if self._capture:
             input_messages = [{"role": m.type, "content": message_text(m)} for m in new_request.messages]
-        chat_ctx = run.recorder.begin_chat(
+        chat = run.recorder.start_chat(
             decision.entry,
             request_model=identity.name,
             provider=identity.provider,
@@ -283,27 +268,26 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             input_messages=input_messages,
             monitor_scores=decision.evaluation.scores if decision.evaluation else None,
         )
-        token = otel_context.attach(chat_ctx)  # provider SDK spans nest under the chat span
-        return StepCall(decision, new_request, token)
+        return StepCall(decision, new_request, chat)
 
     def _after_model(self, run: AgentRun | None, call: StepCall, response: ModelResult) -> ModelResult:
         """Record the call's result; returns what the hook returns (``response``, or it with a state update)."""
-        detach(call.token)
         if run is None:
+            call.chat.stop()
             return response
         try:
             reply = reply_of(response)
             tokens, tool_calls, details = chat_response(reply) if reply is not None else (0, [], None)
-            if details is not None:
-                if self._rb.telemetry.content.capture and reply is not None:
-                    details.output_messages = [{"role": "assistant", "content": message_text(reply)}]
-                run.recorder.chat_response(call.decision.entry.step, details)
+            if details is not None and self._capture and reply is not None:
+                details.output_messages = [{"role": "assistant", "content": message_text(reply)}]
+            call.chat.stop(details)
             entry = call.decision.entry
             latency = 0.0 if run.last_timestamp is None else (entry.timestamp - run.last_timestamp) * 1000.0
             run.last_timestamp = entry.timestamp
             entry = run.session.end_step(call.decision, tokens=tokens, tool_calls=tool_calls, latency_ms=latency)
             return self._with_state_update(run, entry, response)
         except Exception:
+            call.chat.stop()
             _log.warning("recording the model call failed; continuing", exc_info=True)
             return response
 
@@ -312,22 +296,21 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return response
 
     def _model_failed(self, run: AgentRun | None, call: StepCall, error: BaseException) -> None:
-        detach(call.token)
-        if run is None:
-            return
         try:
-            run.session.discard_step(call.decision)
-            if isinstance(error, GraphBubbleUp):
-                run.recorder.step(run.key, call.decision.entry, steering_ms=call.decision.steering_ms)
+            if run is not None:
+                run.session.discard_step(call.decision)
+            if isinstance(error, GraphBubbleUp):  # an interrupt: control flow, the step is recorded plainly
+                call.chat.interrupt(call.decision.entry, steering_ms=call.decision.steering_ms)
             else:
-                run.recorder.chat_failed(call.decision.entry.step, error)
+                call.chat.fail(error)
         except Exception:
+            call.chat.fail(error)  # ends the span if it is still open (a no-op otherwise)
             _log.warning("recording the failed model call failed", exc_info=True)
 
     # -- tool calls: the guard reports them as LangChain callbacks (cheaper for the agent than wrap_tool_call) --
 
     def tool_started(self, graph: uuid.UUID, name: str, call_id: str, arguments: Any) -> _OpenTool | None:
-        """Open the ``execute_tool`` span of a tool in one of our runs and make it current while the tool runs."""
+        """Open the ``execute_tool`` span of a tool in one of our runs, current while the tool runs."""
         try:
             run = self._tracker.tool_run(graph)
             if run is None:
@@ -336,9 +319,9 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 step=max(run.session.steps_begun - 1, 0),
                 name=name,
                 call_id=call_id,
-                arguments=arguments if self._rb.telemetry.content.capture else None,
+                arguments=arguments if self._capture else None,
             )
-            return _OpenTool(run, tool, otel_context.attach(trace.set_span_in_context(tool.span)))
+            return _OpenTool(tool)
         except Exception:
             _log.warning("recording the tool call failed; continuing", exc_info=True)
             return None
@@ -347,17 +330,19 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """End the tool's span: the exception it raised (an interrupt is not one) or the error text it returned."""
         if not isinstance(handle, _OpenTool):
             return
-        detach(handle.token)
-        recorder, tool = handle.run.recorder, handle.tool
+        tool = handle.tool
         try:
-            if error is not None:
-                recorder.end_tool(tool, error=None if isinstance(error, GraphBubbleUp) else error)
+            if isinstance(error, GraphBubbleUp):
+                tool.interrupt()
+            elif error is not None:
+                tool.fail(error)
             elif isinstance(output, ToolMessage):
                 failed = (message_text(output) or "tool error") if output.status == "error" else None
-                recorder.end_tool(tool, result=output.content, error=failed)
+                tool.stop(output.content, error=failed)
             else:
-                recorder.end_tool(tool)
+                tool.stop()
         except Exception:
+            tool.interrupt()  # ends the span if it is still open (a no-op otherwise)
             _log.warning("recording the tool call failed; continuing", exc_info=True)
 
 
@@ -370,14 +355,12 @@ del _hook
 
 
 class _OpenTool:
-    """A tool span in flight: its run, the span and the context token to restore when it ends."""
+    """The handle the guard keeps for a tool in flight (only ours are ended by ``tool_ended``)."""
 
-    __slots__ = ("run", "token", "tool")
+    __slots__ = ("tool",)
 
-    def __init__(self, run: AgentRun, tool: ToolCall, token: object) -> None:
-        self.run = run
+    def __init__(self, tool: ToolInvocation) -> None:
         self.tool = tool
-        self.token = token
 
 
 class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):

@@ -8,20 +8,17 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rb_otel.steering.session import SteeringSession
-from rb_otel.telemetry import RunRecorder
+from rb_otel.integrations.steered_runs import SteeredRun
 from rb_otel.types import StepLogEntry
 
 __all__ = ["AgentRun", "RunRegistry"]
 
 
 @dataclass(slots=True)
-class AgentRun:
+class AgentRun(SteeredRun):
     """One invocation: its steering session, its telemetry and how it is being closed."""
 
-    key: str
-    session: SteeringSession
-    recorder: RunRecorder
+    key: str = ""
     in_context_manager: bool = False
     completed: bool = False  # the graph returned cleanly inside `with mw:` (finished by __exit__)
     last_timestamp: float | None = None

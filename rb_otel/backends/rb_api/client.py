@@ -27,7 +27,7 @@ __all__ = [
     "RemoteError",
 ]
 
-_log = logging.getLogger("rb_otel.steering.remote")
+_log = logging.getLogger("rb_otel.backends.rb_api")
 
 #: Base URL of rb-api when none is passed.
 BASE_URL_ENV: Final = "REASONBLOCKS_BASE_URL"

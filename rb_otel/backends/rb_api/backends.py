@@ -12,10 +12,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from rb_otel.backends.rb_api.client import RbApiClient, RemoteError
 from rb_otel.steering.calls import OP_ETRACES_RETRIEVE, OP_MONITORS_EVALUATE, observe
 from rb_otel.steering.etraces.store import RetrievalQuery
 from rb_otel.steering.monitors.local import LocalMonitorBackend, MonitorBackend, MonitorRequest
-from rb_otel.steering.remote.client import RbApiClient, RemoteError
 from rb_otel.types import ETrace, MonitorEvaluation
 
 __all__ = ["HttpMonitorBackend", "HttpPatternStore", "parse_evaluation", "parse_traces"]

@@ -14,12 +14,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from rb_otel.steering.remote.client import RbApiClient, RemoteError
+from rb_otel.backends.rb_api.client import RbApiClient, RemoteError
 from rb_otel.types import StepLogEntry
 
 __all__ = ["RbApiRunExporter"]
 
-_log = logging.getLogger("rb_otel.steering.remote")
+_log = logging.getLogger("rb_otel.backends.rb_api")
 _STOP = object()
 
 

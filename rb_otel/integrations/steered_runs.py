@@ -1,0 +1,118 @@
+"""What every framework adapter is given: a factory of steered, recorded runs.
+
+An adapter (the LangChain middleware, the Anthropic loop, ...) never sees ``ReasonBlocks``: it gets a
+:class:`RunFactory`, built once by the facade from its configuration, and asks it for a :class:`SteeredRun` per
+agent invocation: a :class:`~rb_otel.steering.session.SteeringSession` whose emitter is the run's
+:class:`~rb_otel.telemetry.RunRecorder`. Steering decisions then flow one way: hook -> session -> telemetry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rb_otel.steering.session import SteeringSession, StepEmitter
+from rb_otel.telemetry import RunInfo, RunRecorder, Telemetry
+from rb_otel.types import FSMState, RunFields
+
+__all__ = ["NewSession", "RunFactory", "SteeredRun"]
+
+
+class NewSession(Protocol):
+    """Builds a configured :class:`SteeringSession` (the facade's ``new_session``)."""
+
+    def __call__(
+        self,
+        *,
+        run_id: str | None = ...,
+        emitter: StepEmitter | None = ...,
+        run_metadata: Mapping[str, Any] | None = ...,
+        routing_ids: Mapping[FSMState, str] | None = ...,
+    ) -> SteeringSession: ...
+
+
+@dataclass(slots=True)
+class SteeredRun:
+    """One invocation: its steering session and its telemetry (the session's emitter)."""
+
+    session: SteeringSession
+    recorder: RunRecorder
+
+
+class RunFactory:
+    """Opens steered, recorded runs for one configuration.
+
+    ``model_routing`` is the caller's validated routing table (FSM state -> model id or model object), for the
+    adapter to resolve in its framework's terms; ``routing_ids`` are those the session reports when the adapter
+    gives none of its own.
+    """
+
+    def __init__(
+        self,
+        *,
+        telemetry: Telemetry,
+        new_session: NewSession,
+        task_profile: str,
+        scorer_name: str,
+        model_routing: Mapping[FSMState, Any],
+        routing_ids: Mapping[FSMState, str],
+        flush: Callable[[float], None],
+    ) -> None:
+        self.telemetry = telemetry
+        self.task_profile = task_profile
+        self.scorer_name = scorer_name
+        self.model_routing = dict(model_routing)
+        self.routing_ids = dict(routing_ids)
+        self._new_session = new_session
+        self._flush = flush
+
+    @property
+    def capture_content(self) -> bool:
+        """Whether prompts, completions and tool arguments may be recorded (the content-capture policy)."""
+        return self.telemetry.content.capture
+
+    def open(
+        self,
+        fields: RunFields,
+        *,
+        run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        conversation_id: str = "",
+        routing_ids: Mapping[FSMState, str] | None = None,
+    ) -> SteeredRun:
+        """A new run (its span opens when the session starts): ``run_id`` or a fresh UUID names it."""
+        key = run_id or str(uuid.uuid4())
+        extras = dict(metadata or {})
+        info = RunInfo(
+            run_id=key,
+            fields=fields,
+            task_profile=self.task_profile,
+            conversation_id=conversation_id,
+            metadata=extras,
+            scorer=self.scorer_name,
+        )
+        recorder = self.telemetry.run(info)
+        session = self._new_session(
+            run_id=key,
+            emitter=recorder,
+            run_metadata={**fields.as_dict(), "task_profile": self.task_profile, "metadata": extras},
+            routing_ids=self.routing_ids if routing_ids is None else routing_ids,
+        )
+        return SteeredRun(session, recorder)
+
+    def resume(self, run: SteeredRun) -> None:
+        """A run interrupted earlier continues: its session keeps going under a new run span."""
+        recorder = self.telemetry.run(run.recorder.info)
+        recorder.run_start(run.recorder.info.run_id, {})
+        run.recorder = recorder
+        run.session.emitter = recorder
+
+    def watch_agent(self, agent_name: str) -> None:
+        """Start the agent's SKIP series at 0, so an alert on its increase sees the first SKIP."""
+        self.telemetry.instruments.init_skip_series(agent_name)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Do the finished work runs in flight are batching and force-flush the providers."""
+        self._flush(timeout)

@@ -1,0 +1,232 @@
+"""The house rules of ``docs/architecture.md``, checked from the code's own imports (every import statement,
+including function-local and ``TYPE_CHECKING`` ones), so a new back edge fails here, not in review."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "rb_otel"
+#: No function or method in rb_otel is longer than this (lines, decorators and docstring included).
+MAX_FUNCTION_LINES = 80
+
+#: Third-party roots that are I/O clients or frameworks (never in the pure core).
+FRAMEWORKS = ("langchain", "langchain_core", "langgraph", "anthropic", "openai", "agents", "claude_agent_sdk")
+IO_CLIENTS = ("httpx", "qdrant_client", "requests", "urllib3")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, dotted
+    target: str  # the imported module, dotted
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(module: str, path: Path) -> Iterator[Import]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module, alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            submodules = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES]
+            # `from pkg import submodule` depends on the submodule; `from pkg import name` on the package
+            if len(submodules) < len(node.names):
+                yield Import(module, target, node.lineno)
+            for sub in submodules:
+                yield Import(module, sub, node.lineno)
+
+
+IMPORTS = [imp for module, path in MODULES.items() for imp in _imports(module, path)]
+
+
+def _root(name: str) -> str:
+    return name.split(".", maxsplit=1)[0]
+
+
+def _violations(layer: str, forbidden: tuple[str, ...]) -> list[str]:
+    return [
+        f"{imp.module}:{imp.line} imports {imp.target}"
+        for imp in IMPORTS
+        if (imp.module == layer or imp.module.startswith(layer + "."))
+        and any(imp.target == f or imp.target.startswith(f + ".") for f in forbidden)
+    ]
+
+
+def test_only_telemetry_talks_to_opentelemetry() -> None:
+    outside = [
+        f"{imp.module}:{imp.line} imports {imp.target}"
+        for imp in IMPORTS
+        if _root(imp.target) == "opentelemetry" and not imp.module.startswith("rb_otel.telemetry")
+    ]
+    assert outside == []
+
+
+#: Provider setup (the SDK and its exporters): used by the CLI, the demo and tests, never by library code paths.
+SETUP_MODULES = ("rb_otel.telemetry.setup", "rb_otel.telemetry.otlp_json", "rb_otel.telemetry.export")
+
+
+def test_opentelemetry_sdk_only_in_provider_setup() -> None:
+    sdk = [
+        f"{imp.module}:{imp.line} imports {imp.target}"
+        for imp in IMPORTS
+        if imp.target.startswith(("opentelemetry.sdk", "opentelemetry.exporter")) and imp.module not in SETUP_MODULES
+    ]
+    assert sdk == []
+    # and the library's own runtime (recorder, hub, ...) never pulls setup in
+    runtime = [
+        f"{imp.module}:{imp.line} imports {imp.target}"
+        for imp in IMPORTS
+        if imp.target in SETUP_MODULES and imp.module not in (*SETUP_MODULES, "rb_otel.cli", "rb_otel.demo.runner")
+    ]
+    assert runtime == []
+
+
+def test_the_core_is_pure() -> None:
+    forbidden = (
+        "opentelemetry",
+        *FRAMEWORKS,
+        *IO_CLIENTS,
+        "rb_otel.telemetry",
+        "rb_otel.integrations",
+        "rb_otel.importers",
+        "rb_otel.backends",
+        "rb_otel.reasonblocks",
+        "rb_otel.evaluation",
+        "rb_otel.cli",
+        "rb_otel.demo",
+    )
+    assert _violations("rb_otel.steering", forbidden) == []
+    assert _violations("rb_otel.types", (*forbidden, "rb_otel.steering")) == []
+
+
+def test_telemetry_never_imports_integrations_importers_backends_or_the_facade() -> None:
+    forbidden = (
+        *FRAMEWORKS,
+        *IO_CLIENTS,
+        "rb_otel.integrations",
+        "rb_otel.importers",
+        "rb_otel.backends",
+        "rb_otel.reasonblocks",
+        "rb_otel.demo",
+        "rb_otel.cli",
+    )
+    assert _violations("rb_otel.telemetry", forbidden) == []
+    # the public face (rb_otel/__init__) is "everything": a layer below it never imports it
+    assert [f"{i.module}:{i.line}" for i in IMPORTS if i.target == "rb_otel" and i.module != "rb_otel"] == []
+
+
+def test_integrations_get_a_config_not_the_facade() -> None:
+    forbidden = ("rb_otel.reasonblocks", "rb_otel.importers", "rb_otel.backends", "rb_otel.cli", "rb_otel.demo")
+    assert _violations("rb_otel.integrations", forbidden) == []
+
+
+def test_backends_implement_core_protocols_only() -> None:
+    forbidden = (
+        "opentelemetry",
+        *FRAMEWORKS,
+        "rb_otel.telemetry",
+        "rb_otel.integrations",
+        "rb_otel.importers",
+        "rb_otel.reasonblocks",
+    )
+    assert _violations("rb_otel.backends", forbidden) == []
+
+
+def test_importers_reach_telemetry_not_frameworks() -> None:
+    assert _violations("rb_otel.importers", (*FRAMEWORKS, "rb_otel.integrations", "rb_otel.reasonblocks")) == []
+
+
+def _cycles() -> list[list[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for imp in IMPORTS:
+        if imp.target in MODULES and imp.target != imp.module:
+            graph[imp.module].add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles() == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    # the checker itself can fail: a synthetic pair of modules importing each other is one cycle
+    saved = dict(MODULES)
+    try:
+        MODULES["rb_otel._a"] = MODULES["rb_otel.types"]
+        MODULES["rb_otel._b"] = MODULES["rb_otel.types"]
+        IMPORTS.extend([Import("rb_otel._a", "rb_otel._b", 1), Import("rb_otel._b", "rb_otel._a", 1)])
+        assert ["rb_otel._a", "rb_otel._b"] in _cycles()
+    finally:
+        del IMPORTS[-2:]
+        MODULES.clear()
+        MODULES.update(saved)
+
+
+def _long_functions() -> Iterator[str]:
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                length = (node.end_lineno or node.lineno) - first + 1
+                if length > MAX_FUNCTION_LINES:
+                    yield f"{module}.{node.name} ({length} lines)"
+
+
+def test_no_function_is_longer_than_the_limit() -> None:
+    assert list(_long_functions()) == []
+
+
+@pytest.mark.parametrize("layer", ["rb_otel.steering", "rb_otel.telemetry", "rb_otel.integrations"])
+def test_each_layer_exists(layer: str) -> None:
+    # a renamed package would make the rules above vacuous
+    assert any(m == layer or m.startswith(layer + ".") for m in MODULES)

@@ -40,6 +40,7 @@ _LAZY: dict[str, str] = {
     "create_injections": "rb_otel.steering.injections",
     "render_pattern": "rb_otel.steering.rendering",
     "score_step": "rb_otel.steering.scoring",
+    "clear_caches": "rb_otel.steering.memo",
     "JudgeScorer": "rb_otel.steering.judge",
     "PilotScorer": "rb_otel.steering.pilot",
     "Scorer": "rb_otel.steering.scorers",
@@ -80,6 +81,7 @@ __all__ = [
     "TraceState",
     "TraceStateManager",
     "__version__",
+    "clear_caches",
     "create_injections",
     "render_pattern",
     "score_step",
@@ -113,6 +115,7 @@ if TYPE_CHECKING:
         create_injections,
     )
     from rb_otel.steering.judge import JudgeScorer
+    from rb_otel.steering.memo import clear_caches
     from rb_otel.steering.monitors import LocalMonitorBackend, MonitorBackend
     from rb_otel.steering.pilot import PilotScorer
     from rb_otel.steering.rendering import render_pattern

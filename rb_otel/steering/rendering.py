@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from rb_otel.steering.memo import BoundedMemo
 from rb_otel.types import REASONBLOCKS_HEADER, PendingInjection
 
 __all__ = [
@@ -68,8 +69,7 @@ def render_pattern(tier: str, model_id: str, fields: Mapping[str, Any]) -> str:
 
 #: Rendered stored patterns, keyed by (pattern id, tier, Claude family); a hit is used only if the fields are
 #: equal, so a changed pattern is rendered again. Bounded: cleared when full.
-_RENDERED: dict[tuple[str, str, bool], tuple[Mapping[str, Any], str]] = {}
-_RENDERED_MAX = 4096
+_RENDERED: BoundedMemo[tuple[str, str, bool], tuple[Mapping[str, Any], str]] = BoundedMemo("rendering.patterns", 4096)
 
 
 def render_injection(injection: PendingInjection, model_id: str) -> str:
@@ -84,9 +84,7 @@ def render_injection(injection: PendingInjection, model_id: str) -> str:
     if hit is not None and hit[0] == fields:  # comparing is much cheaper than rendering
         return hit[1]
     text = render_pattern(tier, model_id, fields)
-    if len(_RENDERED) >= _RENDERED_MAX:
-        _RENDERED.clear()
-    _RENDERED[key] = (fields, text)
+    _RENDERED.put(key, (fields, text))
     return text
 
 

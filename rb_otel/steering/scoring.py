@@ -147,7 +147,7 @@ def _is_candidate(word: str) -> bool:
     return word in _LEXICON or word.endswith(_ERROR_SUFFIXES)
 
 
-_CANDIDATES: Memo[bool] = Memo(_is_candidate)
+_CANDIDATES: Memo[bool] = Memo(_is_candidate, name="scoring.candidates")
 
 
 def _count_hits(words: list[str]) -> tuple[int, int]:
@@ -178,7 +178,7 @@ def _count_hits(words: list[str]) -> tuple[int, int]:
 
 
 #: word -> whether it names an entity (a path or a dotted name).
-_ENTITY_WORDS: Memo[bool] = Memo(names_a_path)
+_ENTITY_WORDS: Memo[bool] = Memo(names_a_path, name="scoring.entity_words")
 
 
 def _count_entities(words: list[str], lowered: str) -> int:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from itertools import chain
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
-__all__ = ["Memo", "Tokens", "content_words", "jaccard", "names_a_path", "stem", "tokens"]
+from rb_otel.steering.memo import MEMO_MAX_WORD_CHARS, Memo
+
+__all__ = ["MEMO_MAX_WORD_CHARS", "Memo", "Tokens", "content_words", "jaccard", "names_a_path", "stem", "tokens"]
 
 _CONTENT_WORD = re.compile(r"\w{3,}")
 #: Monitors read at most this much of one text, so a 10 MB thought costs the same as a long one.
@@ -26,38 +27,6 @@ STOPWORDS = frozenset(
 _SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "ies", "es", "ly", "s")
 
 
-V = TypeVar("V")
-
-#: Words longer than this are computed every time, never kept: a memo must not pin a pasted blob in memory.
-MEMO_MAX_WORD_CHARS = 48
-
-
-class Memo(dict[str, V]):
-    """A word -> value table that computes a missing value with ``compute``; bounded in entries and key size.
-
-    The per-word work of the scorer and the monitors goes through these, so ``map(memo.__getitem__, words)``
-    runs at C speed for every word seen before (most words of an agent's thoughts are). Vocabularies are
-    open-ended, hence the bounds: at most ``limit`` words of at most :data:`MEMO_MAX_WORD_CHARS` characters are
-    kept, and a full memo starts afresh, so it follows a drifting vocabulary. Safe to share between threads: a
-    race at worst computes a value twice.
-    """
-
-    __slots__ = ("_compute", "_limit")
-
-    def __init__(self, compute: Callable[[str], V], limit: int = 16_384) -> None:
-        super().__init__()
-        self._compute = compute
-        self._limit = limit
-
-    def __missing__(self, word: str) -> V:
-        value = self._compute(word)
-        if len(word) <= MEMO_MAX_WORD_CHARS:
-            if len(self) >= self._limit:
-                self.clear()
-            self[word] = value
-        return value
-
-
 def _strip_suffix(word: str) -> str:
     for suffix in _SUFFIXES:
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
@@ -65,7 +34,7 @@ def _strip_suffix(word: str) -> str:
     return word
 
 
-_STEMS: Memo[str] = Memo(_strip_suffix)
+_STEMS: Memo[str] = Memo(_strip_suffix, name="text.stem")
 
 
 def stem(word: str) -> str:
@@ -101,7 +70,7 @@ def _strip_punctuation(token: str) -> str:
     return token.strip(PUNCTUATION)
 
 
-_STRIPPED: Memo[str] = Memo(_strip_punctuation)
+_STRIPPED: Memo[str] = Memo(_strip_punctuation, name="text.strip_punctuation")
 
 
 def _split(lowered: str) -> list[str]:
@@ -126,7 +95,7 @@ def _token_stems(token: str) -> tuple[str, ...]:
 
 
 #: token -> the stems of its content words (``()`` for a stop word or a short word).
-_TOKEN_STEMS: Memo[tuple[str, ...]] = Memo(_token_stems)
+_TOKEN_STEMS: Memo[tuple[str, ...]] = Memo(_token_stems, name="text.token_stems")
 
 
 def content_words(text: str) -> frozenset[str]:

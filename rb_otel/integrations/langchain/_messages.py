@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from rb_otel.steering.memo import IdentityMemo
 from rb_otel.telemetry import ChatResponse
 
 __all__ = ["LastTurn", "ModelIdentity", "chat_response", "identify_model", "last_turn", "message_text"]
@@ -132,15 +132,14 @@ class ModelIdentity:
         return f"{self.provider}:{self.name}" if self.provider else self.name
 
 
-_IDENTITIES: dict[int, tuple[BaseChatModel, ModelIdentity]] = {}
-_IDENTITIES_LOCK = threading.Lock()
+_IDENTITIES: IdentityMemo[object, ModelIdentity] = IdentityMemo("langchain.model_identities", 1024)
 
 
 def identify_model(model: Any) -> ModelIdentity:
     """Provider and model name of a chat model, from LangChain's ``_get_ls_params`` (cached per instance)."""
-    hit = _IDENTITIES.get(id(model))
-    if hit is not None and hit[0] is model:
-        return hit[1]
+    hit = _IDENTITIES.get(model)
+    if hit is not None:
+        return hit
     provider, name = "", ""
     try:
         params = model._get_ls_params()
@@ -151,11 +150,8 @@ def identify_model(model: Any) -> ModelIdentity:
     if not name:
         name = str(getattr(model, "model_name", "") or getattr(model, "model", "") or type(model).__name__)
     identity = ModelIdentity(_PROVIDER_NAMES.get(provider, provider), name)
-    if isinstance(model, BaseChatModel):
-        with _IDENTITIES_LOCK:
-            if len(_IDENTITIES) > 1024:
-                _IDENTITIES.clear()
-            _IDENTITIES[id(model)] = (model, identity)
+    if isinstance(model, BaseChatModel):  # only real chat models: an arbitrary object may be mutable
+        _IDENTITIES.put(model, identity)
     return identity
 
 

@@ -10,6 +10,7 @@ from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.config import get_config
 
+from rb_otel.steering.memo import IdentityMemo
 from rb_otel.steering.rendering import system_blocks
 from rb_otel.telemetry import ChatInvocation
 from rb_otel.types import StepDecision
@@ -48,9 +49,8 @@ class StepCall:
         self.chat = chat
 
 
-#: (id of the agent's system message, guidance text, cache marks) -> (that message, the message sent instead).
-_STEERED: dict[tuple[int, str, bool], tuple[SystemMessage | None, SystemMessage | None]] = {}
-_MAX_STEERED = 256
+#: (the agent's system message, guidance text, cache marks) -> the message sent instead.
+_STEERED: IdentityMemo[SystemMessage | None, SystemMessage] = IdentityMemo("langchain.steered_system", 256)
 
 
 def steered_system_message(
@@ -62,17 +62,14 @@ def steered_system_message(
     and then shared: an agent sends the same system message every call and guidance repeats, and building a
     message validates every block again. Messages sent to a model are not mutated by it.
     """
-    key = (id(message), guidance, cache_control)
-    hit = _STEERED.get(key)
-    if hit is not None and hit[0] is message:
-        return hit[1]
+    hit = _STEERED.get(message, (guidance, cache_control))
+    if hit is not None:
+        return hit
     base = message.content_blocks if message is not None else []
     blocks = system_blocks(base, guidance, cache_control=cache_control)  # copies each block
-    steered = SystemMessage(content=blocks) if blocks else None  # type: ignore[arg-type]
-    if len(_STEERED) >= _MAX_STEERED:
-        _STEERED.clear()
-    _STEERED[key] = (message, steered)
-    return steered
+    if not blocks:
+        return None  # not remembered: nothing to build
+    return _STEERED.put(message, SystemMessage(content=blocks), (guidance, cache_control))  # type: ignore[arg-type]
 
 
 def node_run_id() -> uuid.UUID | None:

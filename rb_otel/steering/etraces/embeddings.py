@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from rb_otel.steering.memo import BoundedMemo
 from rb_otel.steering.text import MAX_TEXT_CHARS, STOPWORDS, stem
 
 __all__ = ["EmbeddingsLike", "HashingEmbeddings"]
@@ -42,7 +43,7 @@ class HashingEmbeddings:
         if dimensions < 16:
             raise ValueError(f"dimensions must be at least 16, got {dimensions}")
         self.dimensions = dimensions
-        self._features: dict[str, tuple[int, float]] = {}
+        self._features: BoundedMemo[str, tuple[int, float]] = BoundedMemo("embeddings.features", _MAX_CACHED_FEATURES)
 
     def __repr__(self) -> str:
         return f"HashingEmbeddings(dimensions={self.dimensions})"
@@ -51,9 +52,7 @@ class HashingEmbeddings:
         hit = self._features.get(feature)
         if hit is None:
             h = zlib.crc32(feature.encode("utf-8"))
-            hit = (h % self.dimensions, 1.0 if h & 0x80000000 else -1.0)
-            if len(self._features) < _MAX_CACHED_FEATURES:
-                self._features[feature] = hit
+            hit = self._features.put(feature, (h % self.dimensions, 1.0 if h & 0x80000000 else -1.0))
         return hit
 
     def vector(self, text: str) -> npt.NDArray[np.float64]:

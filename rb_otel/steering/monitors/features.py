@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from rb_otel.steering.memo import IdentityMemo
 from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, jaccard, names_a_path, tokens
 from rb_otel.types import StepRecord
 
@@ -177,7 +177,7 @@ def _path_of(token: str) -> str:
     return word if names_a_path(word) else ""
 
 
-_PATH_OF: Memo[str] = Memo(_path_of)
+_PATH_OF: Memo[str] = Memo(_path_of, name="monitors.path_of")
 
 
 def _paths(text: str) -> frozenset[str]:
@@ -350,20 +350,15 @@ class FeatureCache:
     """Bounded map from a run's step list (by identity) to its :class:`RunFeatures`; thread-safe.
 
     At most ``capacity`` runs are kept (oldest evicted first); an evicted run is recomputed if it comes back,
-    so the bound costs time, never correctness.
+    so the bound costs time, never correctness (``features(steps) == [_compute(s) for s in steps]`` up to the
+    links between steps, which ``RunFeatures`` keeps).
     """
 
     def __init__(self, capacity: int = 256) -> None:
-        self._capacity = capacity
-        self._runs: dict[int, RunFeatures] = {}
-        self._lock = threading.Lock()
+        self._runs: IdentityMemo[Sequence[StepRecord], RunFeatures] = IdentityMemo("monitors.run_features", capacity)
 
     def features(self, steps: Sequence[StepRecord]) -> list[StepFeatures]:
-        run = self._runs.get(id(steps))
-        if run is None or run.steps is not steps:
-            run = RunFeatures(steps)
-            with self._lock:
-                self._runs[id(steps)] = run
-                while len(self._runs) > self._capacity:
-                    del self._runs[next(iter(self._runs))]
+        run = self._runs.get(steps)
+        if run is None:
+            run = self._runs.put(steps, RunFeatures(steps))
         return run.update()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from rb_otel.steering.calls import RemoteCallObserver
+from rb_otel.steering.memo import BoundedMemo, IdentityMemo
 from rb_otel.steering.monitors.features import FeatureCache
 from rb_otel.steering.monitors.profiles import V1_MONITORS, resolve_weights
 from rb_otel.steering.monitors.v1 import V1_SCORERS, task_words_of
@@ -91,9 +92,11 @@ class LocalMonitorBackend:
             raise ValueError(f"window must be at least 2, got {window!r}")
         self.fire_threshold = fire_threshold
         self.window = window
-        self._task_words: dict[str, frozenset[str]] = {}
+        self._task_words: BoundedMemo[str, frozenset[str]] = BoundedMemo("monitors.task_words", 1024)
         self._features = FeatureCache()
-        self._weights: dict[tuple[str, int], tuple[Mapping[str, float] | None, dict[str, float]]] = {}
+        self._weights: IdentityMemo[Mapping[str, float] | None, dict[str, float]] = IdentityMemo(
+            "monitors.weights", 256
+        )
 
     def __repr__(self) -> str:
         return f"LocalMonitorBackend(fire_threshold={self.fire_threshold}, window={self.window})"
@@ -125,20 +128,14 @@ class LocalMonitorBackend:
         )
 
     def _weights_for(self, profile: str, overrides: Mapping[str, float] | None) -> dict[str, float]:
-        # Resolution is cheap but runs every step; cache by profile and the overrides object's identity.
-        key = (profile, id(overrides))
-        hit = self._weights.get(key)
-        if hit is not None and hit[0] is overrides:
-            return hit[1]
-        weights = resolve_weights(profile, overrides)
-        if len(self._weights) < 256:
-            self._weights[key] = (overrides, weights)
+        # Resolution is cheap but runs every step; remembered by the overrides object's identity and the profile.
+        weights = self._weights.get(overrides, profile)
+        if weights is None:
+            weights = self._weights.put(overrides, resolve_weights(profile, overrides), profile)
         return weights
 
     def _task_words_of(self, task: str) -> frozenset[str]:
         words = self._task_words.get(task)
         if words is None:
-            words = task_words_of(task)
-            if len(self._task_words) < 1024:  # bounded: tasks are few, but never trust that
-                self._task_words[task] = words
+            words = self._task_words.put(task, task_words_of(task))  # bounded: tasks are few, but never trust that
         return words

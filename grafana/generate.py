@@ -1,5 +1,7 @@
 """Generate the operators' kit from one definition: Grafana dashboards, Grafana-managed alert rules and the
-Prometheus rules file. Run ``python grafana/generate.py`` after editing; a test fails if the files drift.
+Prometheus rules file. Dashboards and Grafana rules are built with Grafana's dashboards-as-code SDK
+(``grafana-foundation-sdk``: typed builders that follow Grafana's schema); the Prometheus rules and their promtool
+tests are Prometheus' own YAML. Run ``python grafana/generate.py`` after editing; a test fails if the files drift.
 
 Series names are the Prometheus names of the telemetry contract (``rb_otel/telemetry/names.py``); a test checks
 every name used here against it. ``$agent`` / ``$model`` are dashboard variables (``.*`` when "All").
@@ -8,10 +10,28 @@ every name used here against it. ``$agent`` / ``$model`` are dashboard variables
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from grafana_foundation_sdk.builders import (
+    alerting,
+    bargauge,
+    common,
+    dashboard,
+    expr,
+    heatmap,
+    piechart,
+    prometheus,
+    table,
+    timeseries,
+)
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import alerting as alerting_models
+from grafana_foundation_sdk.models import common as common_models
+from grafana_foundation_sdk.models import dashboard as dashboard_models
+from grafana_foundation_sdk.models import prometheus as prometheus_models
 
 ROOT = Path(__file__).resolve().parent.parent
 PROM_UID = "prometheus"
@@ -197,45 +217,49 @@ def prometheus_rules() -> dict[str, Any]:
     }
 
 
-def grafana_alerts() -> dict[str, Any]:
-    rules = []
-    for a in ALERTS:
-        rules.append(
+def _grafana_rule(alert: dict[str, Any]) -> alerting.Rule:
+    """One alert as a Grafana-managed rule: the PromQL (query A) and a threshold on it (C, the condition)."""
+    query = (
+        alerting.Query("A")
+        .datasource_uid(PROM_UID)
+        .relative_time_range(alerting_models.RelativeTimeRange(from_val=1800, to=0))
+        .model(prometheus.Dataquery().ref_id("A").expr(alert["expr"]).instant())
+    )
+    # the PromQL already filters: any returned series means the alert condition holds
+    above_zero = expr.ExprTypeThresholdConditionsEvaluator().type("gt").params([0])
+    threshold = (
+        alerting.Query("C")
+        .datasource_uid("__expr__")
+        .model(
+            expr.TypeThreshold()
+            .ref_id("C")
+            .expression("A")
+            .conditions([expr.ExprTypeThresholdConditions().evaluator(above_zero)])
+        )
+    )
+    return (
+        alerting.Rule(alert["alert"])
+        .uid(alert["alert"].lower().replace("rbotel", "rb-otel-")[:40])
+        .condition("C")
+        .queries([query, threshold])
+        .no_data_state("OK")
+        .exec_err_state("Error")
+        .for_val(alert["for"])
+        .labels({"severity": alert["severity"], "team": "agents"})
+        .annotations(
             {
-                "uid": a["alert"].lower().replace("rbotel", "rb-otel-")[:40],
-                "title": a["alert"],
-                "condition": "C",
-                "data": [
-                    {
-                        "refId": "A",
-                        "datasourceUid": PROM_UID,
-                        "relativeTimeRange": {"from": 1800, "to": 0},
-                        "model": {"refId": "A", "expr": a["expr"], "instant": True},
-                    },
-                    {
-                        "refId": "C",
-                        "datasourceUid": "__expr__",
-                        "model": {
-                            "refId": "C",
-                            "type": "threshold",
-                            "expression": "A",
-                            # the PromQL already filters: any returned series means the alert condition holds
-                            "conditions": [{"evaluator": {"type": "gt", "params": [0]}}],
-                        },
-                    },
-                ],
-                "noDataState": "OK",
-                "execErrState": "Error",
-                "for": a["for"],
-                "labels": {"severity": a["severity"], "team": "agents"},
-                "annotations": {
-                    "summary": a["summary"],
-                    "description": a["description"],
-                    "runbook_url": RUNBOOK,
-                    "runbook": a["runbook"],
-                },
+                "summary": alert["summary"],
+                "description": alert["description"],
+                "runbook_url": RUNBOOK,
+                "runbook": alert["runbook"],
             }
         )
+    )
+
+
+def grafana_alerts() -> dict[str, Any]:
+    """Grafana's alerting provisioning file: the rules built with the SDK, in the file's group envelope."""
+    rules = [_encoded(_grafana_rule(a).build()) for a in ALERTS]
     return {
         "apiVersion": 1,
         "groups": [{"orgId": 1, "name": "rb-otel", "folder": "rb-otel", "interval": "1m", "rules": rules}],
@@ -267,12 +291,56 @@ TRACE_LINKS = [
 ]
 
 
+#: Panel kinds and their SDK builders.
+PANELS: dict[str, Callable[[], Any]] = {
+    "bargauge": bargauge.Panel,
+    "heatmap": heatmap.Panel,
+    "piechart": piechart.Panel,
+    "table": table.Panel,
+    "timeseries": timeseries.Panel,
+}
+PROMETHEUS = dashboard_models.DataSourceRef(type_val="prometheus", uid=PROM_UID)
+
+
+def _variable(name: str, label: str, label_name: str) -> dashboard.QueryVariable:
+    """A multi-value "All"-able variable over one label of ``rb_steps_total`` (``.*`` when "All")."""
+    query = f"label_values(rb_steps_total, {label_name})"
+    return (
+        dashboard.QueryVariable(name)
+        .label(label)
+        .datasource(PROMETHEUS)
+        .query(query)
+        .include_all(True)
+        .all_value(".*")
+        .multi(True)
+        .current(dashboard_models.VariableOption(selected=True, text=["All"], value=["$__all"]))
+        .refresh(dashboard_models.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dashboard_models.VariableSort.ALPHABETICAL_ASC)
+    )
+
+
 class Dashboard:
-    """A tiny builder: panels laid out two per row, ids assigned in order."""
+    """A dashboard under construction with Grafana's SDK: panels laid out two per row, ids assigned in order."""
 
     def __init__(self, uid: str, title: str, description: str) -> None:
-        self.uid, self.title, self.description = uid, title, description
-        self.panels: list[dict[str, Any]] = []
+        self.uid = uid
+        self.builder = (
+            dashboard.Dashboard(title)
+            .uid(uid)
+            .description(description)
+            .tags(["rb-otel", "agents", "opentelemetry"])
+            .timezone("browser")
+            .editable()
+            .refresh("30s")
+            .time("now-6h", "now")
+            .with_variable(_variable("agent", "Agent", "gen_ai_agent_name"))
+            .with_variable(_variable("model", "Model", "gen_ai_request_model"))
+        )
+        for link in TRACE_LINKS:
+            self.builder.link(
+                dashboard.DashboardLink(link["title"]).type(dashboard_models.DashboardLinkType.LINK).url(link["url"])
+            )
+        self._count = 0
 
     def panel(
         self,
@@ -284,70 +352,45 @@ class Dashboard:
         description: str = "",
         links: bool = False,
         width: int = 12,
-        options: dict[str, Any] | None = None,
+        stacked: bool = False,
         instant: bool = False,
     ) -> None:
-        index = len(self.panels)
-        x = sum(p["gridPos"]["w"] for p in self.panels) % 24
-        y = sum(p["gridPos"]["w"] for p in self.panels) // 24 * 8
-        panel: dict[str, Any] = {
-            "id": index + 1,
-            "type": kind,
-            "title": title,
-            "description": description,
-            "datasource": {"type": "prometheus", "uid": PROM_UID},
-            "gridPos": {"x": x, "y": y, "w": width, "h": 8},
-            "fieldConfig": {"defaults": {"unit": unit, "links": TRACE_LINKS if links else []}, "overrides": []},
-            "options": options or {},
-            "targets": [
-                {
-                    "refId": chr(ord("A") + i),
-                    "datasource": {"type": "prometheus", "uid": PROM_UID},
-                    "expr": expr,
-                    "legendFormat": legend,
-                    "instant": instant,
-                    "range": not instant,
-                    **({"format": "heatmap"} if kind == "heatmap" else {}),
-                }
-                for i, (expr, legend) in enumerate(targets)
-            ],
-        }
-        self.panels.append(panel)
+        self._count += 1
+        panel = (
+            PANELS[kind]()
+            .id(self._count)
+            .title(title)
+            .description(description)
+            .datasource(PROMETHEUS)
+            .unit(unit)
+            .span(width)
+            .height(8)
+        )
+        if links:
+            panel.data_links([dashboard.DashboardLink(link["title"]).url(link["url"]) for link in TRACE_LINKS])
+        if stacked:
+            panel.legend(common.VizLegendOptions().show_legend(True).display_mode(common_models.LegendDisplayMode.LIST))
+            panel.stacking(common.StackingConfig().mode(common_models.StackingMode.NORMAL))
+        for i, (query, legend) in enumerate(targets):
+            target = prometheus.Dataquery().ref_id(chr(ord("A") + i)).datasource(PROMETHEUS).expr(query)
+            target.legend_format(legend)
+            target.instant() if instant else target.range()
+            if kind == "heatmap":
+                target.format(prometheus_models.PromQueryFormat.HEATMAP)
+            panel.with_target(target)
+        self.builder.with_panel(panel)
 
     def render(self) -> dict[str, Any]:
-        def variable(name: str, label: str) -> dict[str, Any]:
-            return {
-                "name": name.split("_", maxsplit=1)[0] if name != "gen_ai_request_model" else "model",
-                "label": label,
-                "type": "query",
-                "datasource": {"type": "prometheus", "uid": PROM_UID},
-                "query": {"query": f"label_values(rb_steps_total, {name})", "refId": "vars"},
-                "definition": f"label_values(rb_steps_total, {name})",
-                "includeAll": True,
-                "allValue": ".*",
-                "multi": True,
-                "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-                "refresh": 2,
-                "sort": 1,
-            }
+        board = _encoded(self.builder.build())
+        for panel in board["panels"]:
+            panel["options"] = panel["options"] or {}  # a panel without options: Grafana reads an object, not null
+        return board
 
-        agent = variable("gen_ai_agent_name", "Agent")
-        agent["name"] = "agent"
-        return {
-            "uid": self.uid,
-            "title": self.title,
-            "description": self.description,
-            "tags": ["rb-otel", "agents", "opentelemetry"],
-            "timezone": "browser",
-            "schemaVersion": 39,
-            "version": 1,
-            "editable": True,
-            "refresh": "30s",
-            "time": {"from": "now-6h", "to": "now"},
-            "templating": {"list": [agent, variable("gen_ai_request_model", "Model")]},
-            "links": [{"title": link["title"], "type": "link", "url": link["url"]} for link in TRACE_LINKS],
-            "panels": self.panels,
-        }
+
+def _encoded(model: object) -> dict[str, Any]:
+    """An SDK model as the plain JSON-ready dict Grafana reads."""
+    encoded: dict[str, Any] = json.loads(json.dumps(model, cls=JSONEncoder))
+    return encoded
 
 
 def fsm_overview() -> Dashboard:
@@ -364,7 +407,7 @@ def fsm_overview() -> Dashboard:
         "timeseries",
         [(f"sum by (rb_fsm_state) (rate(rb_steps_total{{{AGENT_MODEL}}}[$__rate_interval]))", "{{rb_fsm_state}}")],
         unit="reqps",
-        options={"legend": {"showLegend": True}, "stacking": {"mode": "normal"}},
+        stacked=True,
     )
     d.panel(
         "State transitions (from -> to)",

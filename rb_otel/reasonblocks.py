@@ -7,6 +7,7 @@ with a clear message instead of deep inside an agent run.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.telemetry import MeterProvider, Telemetry, TracerProvider
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
-from rb_otel.types import FSMState, RunFields
+from rb_otel.types import ExperimentArm, FSMState, RunFields
 
 if TYPE_CHECKING:
     from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
@@ -116,9 +117,11 @@ class ReasonBlocks:
             scorer_name=self.scorer_name,
             model_routing=self.model_routing,
             routing_ids=routing_ids(self.model_routing),
-            flush=self.flush,
         )
         self._langchain_router: Any = None
+        self._tracer_provider, self._meter_provider = tracer_provider, meter_provider
+        self._capture_content = capture_content
+        self._forced_runs: RunFactory | None = None
         if any(not isinstance(v, str) for v in self.model_routing.values()):
             self._langchain_models()  # model objects are LangChain chat models here: checked now, not mid-run
 
@@ -170,9 +173,12 @@ class ReasonBlocks:
         emitter: StepEmitter | None = None,
         run_metadata: Mapping[str, Any] | None = None,
         routing_ids: Mapping[FSMState, str] | None = None,
+        steer: bool = True,
     ) -> SteeringSession:
         """A ``SteeringSession`` configured like this object's middleware (not exporting unless ``emitter`` does);
-        ``routing_ids`` are the model ids it reports for routed states (default: ``model_routing``'s own)."""
+        ``routing_ids`` are the model ids it reports for routed states (default: ``model_routing``'s own).
+        ``steer=False`` (an experiment's ``off`` arm) scores every step and moves the FSM, but injects nothing
+        and routes nowhere."""
         metadata = {"task_profile": self.task_profile, **dict(run_metadata or {})}
         agent = "|".join(str(metadata.get(k) or "") for k in ("agent_name", "model"))
         if self.monitor_weights:
@@ -181,8 +187,8 @@ class ReasonBlocks:
             score_fn=self.score_fn,
             fsm=None if self._per_run_fsm else self.fsm,
             state_manager=TraceStateManager(run_id, token_budget=self.token_budget),
-            injections=self.new_injections(),
-            model_routing=dict(routing_ids) if routing_ids is not None else self.runs.routing_ids or None,
+            injections=self.new_injections() if steer else [],
+            model_routing=None if not steer else dict(routing_ids) if routing_ids is not None else self.runs.routing_ids,
             emitter=self._with_api_events(emitter),
             run_id=run_id,
             run_metadata=metadata,
@@ -225,6 +231,7 @@ class ReasonBlocks:
         project_id: str = "default",
         metadata: Mapping[str, Any] | None = None,
         step_log_in_state: bool = True,
+        _experiment: ExperimentArm | None = None,
     ) -> ReasonBlocksMiddleware:
         """A LangChain ``AgentMiddleware``; put it last in ``create_agent(middleware=[...])``.
 
@@ -248,7 +255,55 @@ class ReasonBlocks:
             project_id=project_id,
         )
         cls = StatefulReasonBlocksMiddleware if step_log_in_state else ReasonBlocksMiddleware
-        return cls(self.runs, router=self._langchain_models(), run_id=run_id, fields=fields, metadata=metadata)
+        runs = self.runs if _experiment is None else self._experiment_runs()
+        return cls(
+            runs,
+            router=self._langchain_models(),
+            run_id=run_id,
+            fields=fields,
+            metadata=metadata,
+            experiment=_experiment,
+        )
+
+    def ab_middleware(
+        self,
+        experiment_id: str,
+        unit_id: str | None = None,
+        on_fraction: float = 0.5,
+        **middleware_kwargs: Any,
+    ) -> ReasonBlocksMiddleware:
+        """``middleware(**middleware_kwargs)`` in one arm of A/B experiment ``experiment_id`` (``mw.arm``).
+
+        The arm is ``assign_arm(experiment_id, unit_id, on_fraction)``: the same unit always lands in the same arm.
+        ``unit_id`` defaults to the run id (``run_id=``, else a fresh id that then names the first run). ``on``
+        steers as usual; ``off`` passes every model request through exactly as it came in (no guidance, no
+        routing, no cache marks) while scoring and recording. Telemetry is on in both arms even with
+        ``live_streaming_enabled=False``, and every run span carries ``rb.experiment.id`` / ``.arm`` / ``.unit``.
+        """
+        from rb_otel.ab.assign import assign_arm, check_experiment
+
+        check_experiment(experiment_id, on_fraction)
+        run_id = middleware_kwargs.get("run_id")
+        unit = unit_id or run_id or str(uuid.uuid4())
+        if unit_id is None and run_id is None:
+            middleware_kwargs["run_id"] = unit  # the unit is this run: its id names the run too
+        experiment = ExperimentArm(experiment_id, assign_arm(experiment_id, unit, on_fraction), unit)
+        return self.middleware(**middleware_kwargs, _experiment=experiment)
+
+    def _experiment_runs(self) -> RunFactory:
+        """The run factory of experiment runs: this one, recording even when live streaming is off."""
+        if self.telemetry.enabled:
+            return self.runs
+        if self._forced_runs is None:
+            forced = Telemetry(
+                tracer_provider=self._tracer_provider,
+                meter_provider=self._meter_provider,
+                capture_content=self._capture_content,
+                enabled=True,
+                batch_window=self.telemetry.batch_window,
+            )
+            self._forced_runs = self.runs.with_telemetry(forced)
+        return self._forced_runs
 
     def close(self, timeout: float = 5.0) -> None:
         """Drain the rb-api run exporter (if any), flush the providers and close the HTTP client."""

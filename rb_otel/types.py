@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "RUN_FIELD_NAMES",
+    "ExperimentArm",
     "ETrace",
     "FSMState",
     "MonitorEvaluation",
@@ -65,6 +66,15 @@ class RunFields:
     def as_dict(self) -> dict[str, str]:
         """The fields as a plain dict, in :data:`RUN_FIELD_NAMES` order."""
         return {name: getattr(self, name) for name in RUN_FIELD_NAMES}
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentArm:
+    """A run's place in an A/B experiment: the experiment, the arm (``"on"``/``"off"``) and the assignment unit."""
+
+    experiment_id: str
+    arm: str
+    unit: str
 
 
 class FSMState(enum.Enum):

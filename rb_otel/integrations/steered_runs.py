@@ -9,15 +9,19 @@ agent invocation: a :class:`~rb_otel.steering.session.SteeringSession` whose emi
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from rb_otel._version import __version__
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.telemetry import RunInfo, RunRecorder, Telemetry
-from rb_otel.types import FSMState, RunFields
+from rb_otel.types import ExperimentArm, FSMState, RunFields
 
-__all__ = ["NewSession", "RunFactory", "SteeredRun"]
+__all__ = ["EXPERIMENT_KEYS", "NewSession", "RunFactory", "SteeredRun"]
+
+#: Run metadata keys an experiment stamps (spec 1.6); a caller's values for them are replaced.
+EXPERIMENT_KEYS = ("experiment_id", "arm", "assignment_unit", "rb_version")
 
 
 class NewSession(Protocol):
@@ -30,6 +34,7 @@ class NewSession(Protocol):
         emitter: StepEmitter | None = ...,
         run_metadata: Mapping[str, Any] | None = ...,
         routing_ids: Mapping[FSMState, str] | None = ...,
+        steer: bool = ...,
     ) -> SteeringSession: ...
 
 
@@ -58,7 +63,6 @@ class RunFactory:
         scorer_name: str,
         model_routing: Mapping[FSMState, Any],
         routing_ids: Mapping[FSMState, str],
-        flush: Callable[[float], None],
     ) -> None:
         self.telemetry = telemetry
         self.task_profile = task_profile
@@ -66,7 +70,6 @@ class RunFactory:
         self.model_routing = dict(model_routing)
         self.routing_ids = dict(routing_ids)
         self._new_session = new_session
-        self._flush = flush
 
     @property
     def capture_content(self) -> bool:
@@ -81,26 +84,53 @@ class RunFactory:
         metadata: Mapping[str, Any] | None = None,
         conversation_id: str = "",
         routing_ids: Mapping[FSMState, str] | None = None,
+        experiment: ExperimentArm | None = None,
     ) -> SteeredRun:
-        """A new run (its span opens when the session starts): ``run_id`` or a fresh UUID names it."""
+        """A new run (its span opens when the session starts): ``run_id`` or a fresh UUID names it.
+
+        In an ``experiment``'s ``off`` arm the session scores and records but steers nothing (no guidance, no
+        routing); the experiment, arm and unit are stamped after the caller's ``metadata``, so it cannot relabel
+        them.
+        """
         key = run_id or str(uuid.uuid4())
         extras = dict(metadata or {})
+        if experiment is not None:
+            extras.update(
+                experiment_id=experiment.experiment_id,
+                arm=experiment.arm,
+                assignment_unit=experiment.unit,
+                rb_version=__version__,
+            )
         info = RunInfo(
             run_id=key,
             fields=fields,
             task_profile=self.task_profile,
             conversation_id=conversation_id,
-            metadata=extras,
+            metadata={k: v for k, v in extras.items() if k not in EXPERIMENT_KEYS},  # the span has its own
             scorer=self.scorer_name,
+            experiment=experiment,
         )
         recorder = self.telemetry.run(info)
+        steer = experiment is None or experiment.arm == "on"
         session = self._new_session(
             run_id=key,
             emitter=recorder,
             run_metadata={**fields.as_dict(), "task_profile": self.task_profile, "metadata": extras},
-            routing_ids=self.routing_ids if routing_ids is None else routing_ids,
+            routing_ids=(self.routing_ids if routing_ids is None else routing_ids) if steer else {},
+            steer=steer,
         )
         return SteeredRun(session, recorder)
+
+    def with_telemetry(self, telemetry: Telemetry) -> RunFactory:
+        """The same configuration recording to ``telemetry`` (experiments force telemetry on in both arms)."""
+        return RunFactory(
+            telemetry=telemetry,
+            new_session=self._new_session,
+            task_profile=self.task_profile,
+            scorer_name=self.scorer_name,
+            model_routing=self.model_routing,
+            routing_ids=self.routing_ids,
+        )
 
     def resume(self, run: SteeredRun) -> None:
         """A run interrupted earlier continues: its session keeps going under a new run span."""
@@ -114,5 +144,5 @@ class RunFactory:
         self.telemetry.instruments.init_skip_series(agent_name)
 
     def flush(self, timeout: float = 5.0) -> None:
-        """Do the finished work runs in flight are batching and force-flush the providers."""
-        self._flush(timeout)
+        """Do the finished work runs in flight are batching and force-flush this telemetry's providers."""
+        self.telemetry.flush_providers(timeout)

@@ -45,6 +45,10 @@ class ReportStep:
     thought: str | None = None  # the thought preview, when captured
     error: str | None = None
     tools: list[ReportTool] = field(default_factory=list)
+    response_model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -58,6 +62,7 @@ class ReportRun:
     steps: list[ReportStep] = field(default_factory=list)
     scorer: str = ""
     risk: float | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)  # the run span's own
 
     @property
     def states(self) -> list[str]:
@@ -138,7 +143,15 @@ def _step(span: dict[str, Any]) -> ReportStep:
         guidance=[str(t) for t in attrs.get("rb.intervention_texts") or []],
         thought=attrs.get("rb.thought_preview"),
         error=None if error is None else str(error),
+        response_model=str(attrs.get("gen_ai.response.model") or ""),
+        input_tokens=_int(attrs.get("gen_ai.usage.input_tokens")),
+        output_tokens=_int(attrs.get("gen_ai.usage.output_tokens")),
+        cache_read_tokens=_int(attrs.get("gen_ai.usage.cache_read.input_tokens")),
     )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _tool(span: dict[str, Any]) -> ReportTool:
@@ -181,6 +194,7 @@ def load_runs(paths: Iterable[str | Path]) -> tuple[list[ReportRun], list[str]]:
             trace_id=str(span.get("traceId") or ""),
             scorer="",
             risk=attrs.get("rb.risk"),
+            attributes=attrs,
         )
         kids = sorted(children.get(str(span.get("spanId")), []), key=lambda s: int(s.get("startTimeUnixNano", 0)))
         for kid in kids:

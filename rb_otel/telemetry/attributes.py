@@ -10,7 +10,7 @@ from opentelemetry.util.types import AttributeValue
 
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.content import ContentPolicy
-from rb_otel.types import INJECTION_PREVIEW_CHARS, THOUGHT_PREVIEW_CHARS, RunFields, StepLogEntry
+from rb_otel.types import INJECTION_PREVIEW_CHARS, THOUGHT_PREVIEW_CHARS, ExperimentArm, RunFields, StepLogEntry
 
 __all__ = [
     "AttributeValue",
@@ -40,6 +40,7 @@ class RunInfo:
     source: str = ""
     synthetic_timing: bool = False
     scorer: str = "heuristic"  # what produces rb.difficulty on this run's chat spans (rb.scorer)
+    experiment: ExperimentArm | None = None
 
     @property
     def agent_name(self) -> str:
@@ -70,6 +71,10 @@ class RunInfo:
             attrs[n.RB_SOURCE] = self.source
         if self.synthetic_timing:
             attrs[n.RB_SYNTHETIC_TIMING] = True
+        if self.experiment is not None:  # after the metadata: a caller's metadata never relabels the arm
+            attrs[n.RB_EXPERIMENT_ID] = self.experiment.experiment_id
+            attrs[n.RB_EXPERIMENT_ARM] = self.experiment.arm
+            attrs[n.RB_EXPERIMENT_UNIT] = self.experiment.unit
         return attrs
 
 

@@ -64,8 +64,29 @@ class Instruments:
             description="Tool call duration",
             explicit_bucket_boundaries_advisory=list(n.OPERATION_DURATION_BUCKETS),
         )
+        self.run_tokens = meter.create_histogram(
+            n.METRIC_RUN_TOKENS,
+            unit="{token}",
+            description="Tokens per finished run",
+            explicit_bucket_boundaries_advisory=list(n.TOKEN_USAGE_BUCKETS),
+        )
+        self.token_saving_chars = meter.create_counter(
+            n.METRIC_TOKEN_SAVING_CHARS, unit="{char}", description="Characters TokenSavingMiddleware removed"
+        )
         self._skip_initialised: set[str] = set()
+        self._experiments: set[str] = set()
         self._lock = threading.Lock()
+
+    def experiment_label(self, experiment_id: str) -> str:
+        """The ``rb.experiment.id`` label value: the id itself for the first ``MAX_EXPERIMENT_LABELS`` distinct ids
+        this process sees, ``EXPERIMENT_OTHER`` after that (label cardinality stays bounded; spans keep the id)."""
+        if experiment_id in self._experiments:
+            return experiment_id
+        with self._lock:
+            if len(self._experiments) < n.MAX_EXPERIMENT_LABELS:
+                self._experiments.add(experiment_id)
+                return experiment_id
+        return n.EXPERIMENT_OTHER
 
     def init_skip_series(self, agent_name: str) -> None:
         """``add(0)`` once per agent name so ``increase()`` sees the first SKIP run (telemetry.md)."""

@@ -82,6 +82,17 @@ RB_MONITOR: Final = "rb.monitor"
 RB_INJECTION_SOURCE: Final = "rb.injection.source"
 RB_FSM_FROM: Final = "rb.fsm.from"
 RB_FSM_TO: Final = "rb.fsm.to"
+# A/B experiments: on the run span, and (id and arm) as labels of the run-level metrics
+RB_EXPERIMENT_ID: Final = "rb.experiment.id"
+RB_EXPERIMENT_ARM: Final = "rb.experiment.arm"
+RB_EXPERIMENT_UNIT: Final = "rb.experiment.unit"
+# TokenSavingMiddleware, on the run span: what it removed from the history sent to the model
+RB_TOKEN_SAVING_CHARS_SAVED: Final = "rb.token_saving.chars_saved"
+RB_TOKEN_SAVING_COMPRESSIONS: Final = "rb.token_saving.compressions"
+RB_TOKEN_SAVING_EARLY_EXITS: Final = "rb.token_saving.early_exits"
+#: Experiment ids beyond this many distinct ones per process are recorded on metrics as ``EXPERIMENT_OTHER``.
+MAX_EXPERIMENT_LABELS: Final = 16
+EXPERIMENT_OTHER: Final = "_other"
 
 # -- events ------------------------------------------------------------------------------------------------
 EVENT_FSM_TRANSITION: Final = "rb.fsm.transition"
@@ -111,6 +122,8 @@ METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_INVOKE_AGENT_DURATION: Final = "gen_ai.invoke_agent.duration"
 METRIC_EXECUTE_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
+METRIC_RUN_TOKENS: Final = "rb.run.tokens"
+METRIC_TOKEN_SAVING_CHARS: Final = "rb.token_saving.chars_saved"
 
 #: The Prometheus series each instrument becomes (what dashboards and rules query).
 PROMETHEUS_SERIES: Final = {
@@ -137,6 +150,8 @@ PROMETHEUS_SERIES: Final = {
     METRIC_EXECUTE_TOOL_DURATION: tuple(
         f"gen_ai_execute_tool_duration_seconds_{s}" for s in ("bucket", "sum", "count")
     ),
+    METRIC_RUN_TOKENS: tuple(f"rb_run_tokens_{s}" for s in ("bucket", "sum", "count")),
+    METRIC_TOKEN_SAVING_CHARS: ("rb_token_saving_chars_saved_total",),
 }
 
 # -- bucket boundaries ------------------------------------------------------------------------------------

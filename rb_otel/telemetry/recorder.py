@@ -78,7 +78,7 @@ class RunRecorder:
         self._content = content
         self._parent = parent
         self._batch = Batch(batch_window)  # finished work done in batches while the run steps fast (batch.py)
-        self._metrics = RunMetrics(instruments, info.agent_name, self._batch)
+        self._metrics = RunMetrics(instruments, info.agent_name, self._batch, experiment=info.experiment)
         self._lock = threading.Lock()
         self._span: Span | None = None
         self._ctx: otel_context.Context | None = None
@@ -166,6 +166,12 @@ class RunRecorder:
         """The monitor scores of ``step``, reported before :meth:`step` creates its span (the session and the
         importers do): its fired monitors become ``gen_ai.evaluation.result`` events with these scores."""
         self._pending_scores[step] = dict(scores)
+
+    def token_saving(self, *, chars_saved: int, compressions: int, early_exits: int) -> None:
+        """What ``TokenSavingMiddleware`` removed from this run's history so far (deltas): the counter now, the
+        run span's totals (``rb.token_saving.*``) when it ends."""
+        self.summary.token_saving(chars_saved, compressions, early_exits)
+        self._metrics.token_saving(chars_saved)
 
     def run_risk(self, run_id: str, risk: float) -> None:
         """Remember the run-level risk; ``rb.risk`` is written on the run span when it ends."""
@@ -449,6 +455,7 @@ class RunRecorder:
                 outcome_label=label,
                 max_state=self.summary.max_state,
                 duration=duration,
+                tokens=self.summary.tokens,
                 context=self._ctx,
             )
         finally:  # the run span ends whatever the meter does

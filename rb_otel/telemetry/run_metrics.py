@@ -12,7 +12,7 @@ from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import Attributes, ChatResponse
 from rb_otel.telemetry.batch import Batch
 from rb_otel.telemetry.instruments import Instruments
-from rb_otel.types import FSMState, StepLogEntry
+from rb_otel.types import ExperimentArm, FSMState, StepLogEntry
 
 __all__ = ["RunMetrics"]
 
@@ -38,13 +38,22 @@ class _StepLabels:
 class RunMetrics:
     """Records a run's measurements; labels never include a run id (telemetry.md)."""
 
-    __slots__ = ("_agent", "_batch", "_inst", "_labels")
+    __slots__ = ("_agent", "_batch", "_experiment", "_inst", "_labels")
 
-    def __init__(self, instruments: Instruments, agent_name: str, batch: Batch) -> None:
+    def __init__(
+        self, instruments: Instruments, agent_name: str, batch: Batch, *, experiment: ExperimentArm | None = None
+    ) -> None:
         self._inst = instruments
         self._agent: Attributes = {n.GEN_AI_AGENT_NAME: agent_name}
         self._labels: dict[tuple[str, str, str], _StepLabels] = {}
         self._batch = batch
+        # the run-level metrics of an experiment's runs carry its (bounded) id and the arm
+        self._experiment: Attributes = {}
+        if experiment is not None:
+            self._experiment = {
+                n.RB_EXPERIMENT_ID: instruments.experiment_label(experiment.experiment_id),
+                n.RB_EXPERIMENT_ARM: experiment.arm,
+            }
 
     def started(self, state: FSMState) -> None:
         self._inst.runs_active.add(1, {**self._agent, n.RB_FSM_STATE: state.value})
@@ -131,9 +140,16 @@ class RunMetrics:
         outcome_label: str,
         max_state: FSMState,
         duration: float,
+        tokens: int,
         context: otel_context.Context | None,
     ) -> None:
-        agent = self._agent
+        agent, run = self._agent, {**self._agent, **self._experiment}
         self._inst.runs_active.add(-1, {**agent, n.RB_FSM_STATE: state.value})
-        self._inst.runs.add(1, {**agent, n.RB_OUTCOME: outcome_label, n.RB_MAX_STATE: max_state.value}, context=context)
-        self._inst.invoke_agent_duration.record(duration, {**agent, n.RB_OUTCOME: outcome_label}, context=context)
+        self._inst.runs.add(1, {**run, n.RB_OUTCOME: outcome_label, n.RB_MAX_STATE: max_state.value}, context=context)
+        self._inst.invoke_agent_duration.record(duration, {**run, n.RB_OUTCOME: outcome_label}, context=context)
+        self._inst.run_tokens.record(tokens, {**run, n.RB_OUTCOME: outcome_label}, context=context)
+
+    def token_saving(self, chars_saved: int) -> None:
+        """Characters ``TokenSavingMiddleware`` removed from this run's history (added as they are removed)."""
+        if chars_saved > 0:
+            self._inst.token_saving_chars.add(chars_saved, {**self._agent, **self._experiment})

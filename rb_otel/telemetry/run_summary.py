@@ -24,6 +24,10 @@ class RunSummary:
     monitor_injections: int = 0
     entered_skip: bool = False
     risk: float | None = None  # the scorer's run-level risk, reported just before the end
+    saved_chars: int = 0  # TokenSavingMiddleware's work, when it runs in this run
+    compressions: int = 0
+    early_exits: int = 0
+    token_saving_seen: bool = False
 
     def count(self, entry: StepLogEntry, response: ChatResponse | None) -> None:
         """Add one step."""
@@ -33,6 +37,12 @@ class RunSummary:
         if response is not None:
             self.input_tokens += response.input_tokens or 0
             self.output_tokens += response.output_tokens or 0
+
+    def token_saving(self, chars_saved: int, compressions: int, early_exits: int) -> None:
+        self.token_saving_seen = True
+        self.saved_chars += chars_saved
+        self.compressions += compressions
+        self.early_exits += early_exits
 
     def enter(self, state: FSMState) -> bool:
         """Record a transition to ``state``; true the first time the run enters SKIP."""
@@ -57,4 +67,8 @@ class RunSummary:
         }
         if self.risk is not None:
             attrs[n.RB_RISK] = self.risk
+        if self.token_saving_seen:
+            attrs[n.RB_TOKEN_SAVING_CHARS_SAVED] = self.saved_chars
+            attrs[n.RB_TOKEN_SAVING_COMPRESSIONS] = self.compressions
+            attrs[n.RB_TOKEN_SAVING_EARLY_EXITS] = self.early_exits
         return attrs

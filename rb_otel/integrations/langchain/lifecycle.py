@@ -13,7 +13,7 @@ from langgraph.errors import GraphBubbleUp
 
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
-from rb_otel.types import FSMState, RunFields
+from rb_otel.types import ExperimentArm, FSMState, RunFields
 
 from ._guard import guard
 from ._support import node_run_id, thread_id_of_config
@@ -41,12 +41,14 @@ class RunTracker:
         fields: RunFields,
         metadata: Mapping[str, Any],
         routing_ids: Mapping[FSMState, str],
+        experiment: ExperimentArm | None = None,
     ) -> None:
         self._factory = runs
         self._first_run_id = first_run_id
         self._fields = fields
         self._metadata = dict(metadata)
         self._routing_ids = dict(routing_ids)
+        self._experiment = experiment
         self.runs = RunRegistry()
         self.cm_depth = 0
         self._by_graph: dict[uuid.UUID, AgentRun] = {}
@@ -63,6 +65,7 @@ class RunTracker:
             metadata=self._metadata,
             conversation_id=conversation_id,
             routing_ids=self._routing_ids,
+            experiment=self._experiment,
         )
         session, recorder = steered.session, steered.recorder
         session.start()

@@ -29,6 +29,7 @@ from langgraph.types import Command, TracePolicy, omit_payload
 
 from rb_otel.integrations.langchain._messages import (
     NO_CACHE_CONTROL,
+    ModelIdentity,
     chat_response,
     identify_model,
     last_turn,
@@ -36,9 +37,9 @@ from rb_otel.integrations.langchain._messages import (
 )
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.session import SteeringSession
-from rb_otel.telemetry import ToolInvocation
+from rb_otel.telemetry import ChatInvocation, ToolInvocation
 from rb_otel.telemetry.names import OUTCOME_SUCCESS
-from rb_otel.types import RUN_FIELD_NAMES, RunFields, StepLogEntry
+from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, RunFields, StepDecision, StepLogEntry
 
 from ._guard import guard
 from ._support import ModelResult, StepCall, reply_of, steered_system_message
@@ -99,9 +100,11 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         run_id: str | None = None,
         fields: RunFields = _LANGCHAIN_FIELDS,
         metadata: Mapping[str, Any] | None = None,
+        experiment: ExperimentArm | None = None,
     ) -> None:
         """Built by ``ReasonBlocks.middleware()``: ``runs`` opens each invocation's steered run, ``router`` holds
-        the chat models of ``model_routing`` (built once, shared by the middleware of one configuration)."""
+        the chat models of ``model_routing`` (built once, shared by the middleware of one configuration);
+        ``experiment`` puts every run in one arm of an A/B experiment (``ReasonBlocks.ab_middleware``)."""
         super().__init__()
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError(f"metadata must be a mapping, got {type(metadata).__name__}")
@@ -110,13 +113,26 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._capture = runs.capture_content
         self.agent_name = fields.agent_name
         extras = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
+        self.experiment = experiment
+        # the off arm is a true passthrough: requests reach the model exactly as they came in (spec 1.6)
+        self._passthrough = experiment is not None and experiment.arm == "off"
         self._tracker = RunTracker(
-            runs, first_run_id=run_id, fields=fields, metadata=extras, routing_ids=self._router.ids
+            runs,
+            first_run_id=run_id,
+            fields=fields,
+            metadata=extras,
+            routing_ids=self._router.ids,
+            experiment=experiment,
         )
         guard().add_tool_observer(self)
         runs.watch_agent(fields.agent_name)
 
     # -- public surface ------------------------------------------------------------------------------------
+
+    @property
+    def arm(self) -> str:
+        """``"on"`` or ``"off"`` in an A/B experiment, ``""`` outside one (spec 1.6)."""
+        return self.experiment.arm if self.experiment is not None else ""
 
     @property
     def step_log(self) -> list[StepLogEntry]:
@@ -239,6 +255,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
         else:
             decision = session.begin_step(thought=None, model_id=own_model.model_id)
+        if self._passthrough:
+            return StepCall(decision, request, self._start_chat(run, decision, request, own_model))
         overrides: dict[str, Any] = {}
         model = request.model
         if decision.model_override:
@@ -256,10 +274,15 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if system_message is not None:
             overrides["system_message"] = system_message
         new_request = request.override(**overrides) if overrides else request
+        return StepCall(decision, new_request, self._start_chat(run, decision, new_request, identity))
+
+    def _start_chat(
+        self, run: AgentRun, decision: StepDecision, request: ModelRequest[Any], identity: ModelIdentity
+    ) -> ChatInvocation:
         input_messages = None
         if self._capture:
-            input_messages = [{"role": m.type, "content": message_text(m)} for m in new_request.messages]
-        chat = run.recorder.start_chat(
+            input_messages = [{"role": m.type, "content": message_text(m)} for m in request.messages]
+        return run.recorder.start_chat(
             decision.entry,
             request_model=identity.name,
             provider=identity.provider,
@@ -268,7 +291,6 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             input_messages=input_messages,
             monitor_scores=decision.evaluation.scores if decision.evaluation else None,
         )
-        return StepCall(decision, new_request, chat)
 
     def _after_model(self, run: AgentRun | None, call: StepCall, response: ModelResult) -> ModelResult:
         """Record the call's result; returns what the hook returns (``response``, or it with a state update)."""

@@ -1,0 +1,268 @@
+"""The experiment report (spec 10.4's shape), computed from the OTLP/JSON trace files the runs were exported to.
+
+Every run span of the experiment carries ``rb.experiment.id`` / ``.arm`` / ``.unit``, its outcome (``rb.outcome``),
+tokens (``rb.tokens``), steps, most severe state and task profile; its ``chat`` spans carry each call's model and
+token split, so cost is priced per call from the model actually used (routing and caching both show). Definitions:
+
+* ``success_rate`` = successes / (successes + failures); interrupted and other outcomes are counted, not rated;
+  runs with no outcome (never finished) are ``unfinished``.
+* the difference is on - off, with Newcombe's hybrid score 95% interval; ``success_rate_stratified`` combines the
+  per-``rb.task_profile`` differences by inverse variance (normal interval).
+* the sample-ratio check counts assignment *units* (a unit's runs all land in its arm), one degree of freedom.
+* tokens per run: median and 5%-winsorized mean of ``rb.tokens``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rb_otel.ab.assign import ARMS, check_experiment
+from rb_otel.ab.prices import Prices
+from rb_otel.ab.stats import Z_95, median, newcombe_diff_ci, srm_check, winsorized_mean
+from rb_otel.report.traces import ReportRun, load_runs
+
+__all__ = ["ExperimentNotFound", "report"]
+
+#: Caveat thresholds: an interval wider than this, fewer finished runs per arm than this, priced share below this.
+WIDE_INTERVAL = 0.2
+FEW_RUNS = 30
+LOW_PRICE_COVERAGE = 0.9
+
+
+class ExperimentNotFound(ValueError):
+    """The experiment has no runs in the files read; the message lists the experiments that do."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcomes:
+    success: int
+    failure: int
+    other: int
+    unfinished: int
+
+    @property
+    def rated(self) -> int:
+        return self.success + self.failure
+
+    @property
+    def rate(self) -> float | None:
+        return self.success / self.rated if self.rated else None
+
+
+def _outcomes(runs: Sequence[ReportRun]) -> _Outcomes:
+    labels = [r.outcome for r in runs]
+    success = sum(o == "success" for o in labels)
+    failure = sum(o.startswith("failure") for o in labels)
+    unfinished = sum(not o for o in labels)
+    return _Outcomes(success, failure, len(labels) - success - failure - unfinished, unfinished)
+
+
+def _int(run: ReportRun, key: str) -> int:
+    value = run.attributes.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _tokens(run: ReportRun) -> int:
+    return _int(run, "rb.tokens") or sum(s.input_tokens + s.output_tokens for s in run.steps)
+
+
+def _cost(runs: Sequence[ReportRun], prices: Prices | None) -> dict[str, Any]:
+    steps = [s for r in runs for s in r.steps]
+    cost: dict[str, Any] = {
+        "input_tokens": sum(s.input_tokens for s in steps),
+        "output_tokens": sum(s.output_tokens for s in steps),
+        "cache_read_tokens": sum(s.cache_read_tokens for s in steps),
+    }
+    if prices is None:
+        return cost
+    with_tokens = [s for s in steps if s.input_tokens or s.output_tokens or s.cache_read_tokens]
+    priced = [(s, prices.of(s.response_model or s.model)) for s in with_tokens]
+    known = [(s, p) for s, p in priced if p is not None]
+    total = sum(p.cost(s.input_tokens, s.output_tokens, s.cache_read_tokens) for s, p in known)
+    cost["priced_share"] = len(known) / len(with_tokens) if with_tokens else 1.0
+    cost["cost_per_run_usd"] = total / len(runs) if runs else None
+    return cost
+
+
+def _arm(runs: Sequence[ReportRun], prices: Prices | None) -> dict[str, Any]:
+    outcomes = _outcomes(runs)
+    tokens = [float(_tokens(r)) for r in runs]
+    steps = [float(_int(r, "rb.steps") or len(r.steps)) for r in runs]
+    max_states: dict[str, int] = defaultdict(int)
+    for run in runs:
+        max_states[str(run.attributes.get("rb.max_state") or run.most_severe or "")] += 1
+    saved = [
+        float(_int(r, "rb.token_saving.chars_saved")) for r in runs if "rb.token_saving.chars_saved" in r.attributes
+    ]
+    return {
+        "n_runs": len(runs),
+        "n_units": len({r.attributes.get("rb.experiment.unit") for r in runs}),
+        "outcomes": {
+            "success": outcomes.success,
+            "failure": outcomes.failure,
+            "other": outcomes.other,
+            "unfinished": outcomes.unfinished,
+        },
+        "success_rate": outcomes.rate,
+        "tokens_per_run": {"median": median(tokens), "winsorized_mean": winsorized_mean(tokens)},
+        "steps_per_run": {"median": median(steps), "mean": sum(steps) / len(steps) if steps else None},
+        "cost": _cost(runs, prices),
+        "reasoning_health": {
+            "max_state": {state: count / len(runs) for state, count in sorted(max_states.items())} if runs else {},
+            "entered_skip": sum(bool(r.attributes.get("rb.entered_skip")) for r in runs) / len(runs) if runs else None,
+        },
+        "token_saving": {"runs": len(saved), "chars_saved_per_run": sum(saved) / len(saved) if saved else None},
+    }
+
+
+def _pct(on: float | None, off: float | None) -> float | None:
+    return None if on is None or off is None or off == 0 else on / off - 1.0
+
+
+def _stratified(by_arm: Mapping[str, Sequence[ReportRun]]) -> dict[str, Any]:
+    """Inverse-variance combination of the per-task-profile differences (strata with no variance are left out)."""
+    strata: dict[str, dict[str, list[ReportRun]]] = defaultdict(lambda: {"on": [], "off": []})
+    for arm in ARMS:
+        for run in by_arm[arm]:
+            strata[str(run.attributes.get("rb.task_profile") or "")][arm].append(run)
+    weights = deltas = 0.0
+    rows: dict[str, Any] = {}
+    degenerate: list[str] = []
+    for name, arms in sorted(strata.items()):
+        on, off = _outcomes(arms["on"]), _outcomes(arms["off"])
+        if on.rate is None or off.rate is None:
+            degenerate.append(name)
+            continue
+        variance = on.rate * (1 - on.rate) / on.rated + off.rate * (1 - off.rate) / off.rated
+        rows[name] = {"delta": on.rate - off.rate, "n_on": on.rated, "n_off": off.rated}
+        if variance <= 0:
+            degenerate.append(name)
+            continue
+        weights += 1 / variance
+        deltas += (on.rate - off.rate) / variance
+    result: dict[str, Any] = {"strata": rows, "degenerate": degenerate}
+    if weights:
+        delta, half = deltas / weights, Z_95 / math.sqrt(weights)
+        result.update(delta=delta, ci_95=[delta - half, delta + half], method="inverse-variance")
+    return result
+
+
+def _timeseries(by_arm: Mapping[str, Sequence[ReportRun]]) -> list[dict[str, Any]]:
+    days: dict[tuple[str, str], list[ReportRun]] = defaultdict(list)
+    for arm in ARMS:
+        for run in by_arm[arm]:
+            days[(datetime.fromtimestamp(run.start, UTC).date().isoformat(), arm)].append(run)
+    series = []
+    for (day, day_arm), runs in sorted(days.items()):
+        series.append(
+            {
+                "day": day,
+                "arm": day_arm,
+                "runs": len(runs),
+                "tokens_per_run": median([float(_tokens(r)) for r in runs]),
+                "success_rate": _outcomes(runs).rate,
+            }
+        )
+    return series
+
+
+def _caveats(arms: Mapping[str, dict[str, Any]], comparison: dict[str, Any], srm: dict[str, Any]) -> list[str]:
+    caveats = []
+    ci = comparison["success_rate"]["ci_95"]
+    if ci is not None and ci[1] - ci[0] > WIDE_INTERVAL:
+        caveats.append(f"wide interval: the success-rate difference is known only to within {ci[0]:+.2f}..{ci[1]:+.2f}")
+    for arm in ARMS:
+        rated = arms[arm]["outcomes"]["success"] + arms[arm]["outcomes"]["failure"]
+        if rated < FEW_RUNS:
+            caveats.append(f"few runs: the {arm} arm has {rated} finished runs with an outcome (< {FEW_RUNS})")
+        share = arms[arm]["cost"].get("priced_share")
+        if share is not None and share < LOW_PRICE_COVERAGE:
+            caveats.append(f"low price coverage: {share:.0%} of the {arm} arm's model calls have a price")
+        if arms[arm]["outcomes"]["unfinished"]:
+            caveats.append(f"{arms[arm]['outcomes']['unfinished']} {arm}-arm runs never finished")
+    if srm["flagged"]:
+        caveats.append(
+            f"sample ratio mismatch: {srm['observed']['on']} on / {srm['observed']['off']} off units is unlikely "
+            f"at on_fraction {srm['on_fraction']} (p = {srm['p_value']:.2g}); check the assignment before the results"
+        )
+    if comparison["success_rate_stratified"]["degenerate"]:
+        strata = ", ".join(repr(s) for s in comparison["success_rate_stratified"]["degenerate"])
+        caveats.append(f"degenerate strata left out of the stratified estimate: {strata}")
+    return caveats
+
+
+def _select(runs: Iterable[ReportRun], experiment_id: str, files: Sequence[str | Path]) -> dict[str, list[ReportRun]]:
+    found: dict[str, int] = defaultdict(int)
+    by_arm: dict[str, list[ReportRun]] = {arm: [] for arm in ARMS}
+    for run in runs:
+        experiment = run.attributes.get("rb.experiment.id")
+        if experiment is None:
+            continue
+        found[str(experiment)] += 1
+        run_arm = run.attributes.get("rb.experiment.arm")
+        if experiment == experiment_id and run_arm in by_arm:
+            by_arm[str(run_arm)].append(run)
+    if not any(by_arm.values()):
+        listing = ", ".join(f"{e!r} ({n} runs)" for e, n in sorted(found.items())) or "none"
+        names = ", ".join(str(f) for f in files)
+        raise ExperimentNotFound(f"no runs of experiment {experiment_id!r} in {names}; experiments found: {listing}")
+    return by_arm
+
+
+def report(
+    files: Sequence[str | Path],
+    experiment_id: str,
+    *,
+    on_fraction: float = 0.5,
+    prices: Prices | None = None,
+) -> dict[str, Any]:
+    """The report of ``experiment_id`` from OTLP/JSON trace files (spec 10.4's shape, plus ``problems``: lines
+    that could not be read, each ``file: line N: what``; the rest of each file is read).
+
+    Raises :class:`ExperimentNotFound` when no run of the experiment is in the files.
+    """
+    fraction = check_experiment(experiment_id, on_fraction)
+    runs, problems = load_runs(files)
+    by_arm = _select(runs, experiment_id, files)
+    arms: dict[str, dict[str, Any]] = {arm: _arm(by_arm[arm], prices) for arm in ARMS}
+    on, off = _outcomes(by_arm["on"]), _outcomes(by_arm["off"])
+    ci = list(newcombe_diff_ci(on.success, on.rated, off.success, off.rated)) if on.rated and off.rated else None
+    cost_on, cost_off = arms["on"]["cost"].get("cost_per_run_usd"), arms["off"]["cost"].get("cost_per_run_usd")
+    tokens_on, tokens_off = arms["on"]["tokens_per_run"]["median"], arms["off"]["tokens_per_run"]["median"]
+    comparison = {
+        "cost_per_run_usd": {"on": cost_on, "off": cost_off, "pct": _pct(cost_on, cost_off)},
+        "tokens_per_run_median": {"on": tokens_on, "off": tokens_off, "pct": _pct(tokens_on, tokens_off)},
+        "success_rate": {
+            "on": on.rate,
+            "off": off.rate,
+            "delta": None if on.rate is None or off.rate is None else on.rate - off.rate,
+            "ci_95": ci,
+            "method": "newcombe",
+        },
+        "success_rate_stratified": _stratified(by_arm),
+    }
+    units = {arm: arms[arm]["n_units"] for arm in ARMS}
+    check = srm_check(units["on"], units["off"], fraction)
+    srm = {
+        "observed": units,
+        "expected": {"on": check.expected_on, "off": check.expected_off},
+        "on_fraction": fraction,
+        "chi_square": check.chi_square,
+        "p_value": check.p_value,
+        "flagged": check.flagged,
+    }
+    return {
+        "experiment_id": experiment_id,
+        "arms": arms,
+        "comparison": comparison,
+        "srm": srm,
+        "timeseries": _timeseries(by_arm),
+        "caveats": _caveats(arms, comparison, srm),
+        "problems": problems,
+    }

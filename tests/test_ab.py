@@ -1,0 +1,171 @@
+"""A/B experiments: arm assignment, the off arm as a true passthrough, experiment telemetry, the statistics."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, SystemMessage
+
+from rb_otel import ReasonBlocks
+from rb_otel.ab import assign_arm, newcombe_diff_ci, srm_check
+from rb_otel.ab.stats import median, wilson_interval, winsorized_mean
+from rb_otel.testing import ScriptedChatModel, tool_call
+from tests.conftest import Otel, add
+
+HARD = (
+    "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with KeyError again and again. "
+    "I wonder if perhaps it could be the config? Unclear, maybe not."
+)
+
+
+def hard_script(n: int) -> list[AIMessage]:
+    return [tool_call("add", {"a": i, "b": 1}, f"c{i}", content=HARD + f" ({i})") for i in range(n)] + [
+        AIMessage("done")
+    ]
+
+
+def _by_spec(experiment_id: str, unit_id: str, on_fraction: float) -> str:
+    # the spec's proposal, written out independently of the implementation
+    digest = hashlib.sha256(f"{experiment_id}\x1f{unit_id}".encode()).digest()
+    return "on" if int.from_bytes(digest[:8], "big") / 2**64 < on_fraction else "off"
+
+
+@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20), st.floats(0.0, 1.0))
+def test_assign_arm_is_the_specified_hash(experiment_id: str, unit_id: str, on_fraction: float) -> None:
+    if not experiment_id.strip():
+        return
+    assert assign_arm(experiment_id, unit_id, on_fraction) == _by_spec(experiment_id, unit_id, on_fraction)
+    assert assign_arm(experiment_id, unit_id, on_fraction) == assign_arm(experiment_id, unit_id, on_fraction)
+
+
+@pytest.mark.parametrize("on_fraction", [0.5, 0.2, 0.9])
+def test_a_thousand_units_split_close_to_the_fraction(on_fraction: float) -> None:
+    arms = [assign_arm("exp-1", f"user-{i}", on_fraction) for i in range(1000)]
+    on = arms.count("on")
+    sd = math.sqrt(1000 * on_fraction * (1 - on_fraction))
+    assert abs(on - 1000 * on_fraction) < 4 * sd
+    assert not srm_check(on, 1000 - on, on_fraction).flagged
+
+
+def test_fractions_zero_and_one_are_all_off_and_all_on() -> None:
+    assert {assign_arm("e", f"u{i}", 0.0) for i in range(200)} == {"off"}
+    assert {assign_arm("e", f"u{i}", 1.0) for i in range(200)} == {"on"}
+
+
+@pytest.mark.parametrize(
+    ("experiment_id", "on_fraction", "match"),
+    [("", 0.5, "experiment_id"), ("  ", 0.5, "experiment_id"), ("e", 1.5, "on_fraction"), ("e", -0.1, "on_fraction"),
+     ("e", math.nan, "on_fraction"), ("e", True, "on_fraction")],
+)  # fmt: skip
+def test_bad_experiment_arguments_fail_at_the_boundary(experiment_id: str, on_fraction: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        assign_arm(experiment_id, "u", on_fraction)
+    with pytest.raises(ValueError, match=match):
+        ReasonBlocks().ab_middleware(experiment_id, "u", on_fraction)
+
+
+def test_wilson_and_newcombe_against_newcombes_worked_examples() -> None:
+    # Newcombe (1998), Stat. Med. 17:857-872: 81/263 -> 0.2553 to 0.3662; 56/70 - 48/80 -> 0.0524 to 0.3339
+    lo, hi = wilson_interval(81, 263)
+    assert (round(lo, 4), round(hi, 4)) == (0.2553, 0.3662)
+    lo, hi = newcombe_diff_ci(56, 70, 48, 80)
+    assert (round(lo, 4), round(hi, 4)) == (0.0524, 0.3339)
+    # 9/10 - 3/10 (Newcombe's table II, method 10): 0.6 with 0.1705 to 0.8090
+    lo, hi = newcombe_diff_ci(9, 10, 3, 10)
+    assert (round(lo, 4), round(hi, 4)) == (0.1705, 0.8090)
+
+
+def test_srm_against_a_hand_computed_chi_square() -> None:
+    # 540 vs 460 at 50/50: chi2 = (40^2 + 40^2) / 500 = 6.4, p = erfc(sqrt(3.2)) = 0.01141
+    chi, p, flagged, expected_on, expected_off = srm_check(540, 460, 0.5)
+    assert chi == pytest.approx(6.4) and p == pytest.approx(0.011412, abs=1e-6)
+    assert not flagged and expected_on == expected_off == 500
+    assert srm_check(600, 400, 0.5).flagged  # chi2 = 40, p ~ 2.5e-10
+    assert srm_check(3, 0, 0.0).flagged and srm_check(0, 3, 0.0).p_value == 1.0
+
+
+def test_robust_summaries() -> None:
+    assert median([]) is None and median([3, 1, 2]) == 2 and median([4, 1, 2, 3]) == 2.5
+    values = [10.0] * 19 + [1_000_000.0]
+    assert winsorized_mean(values) == 10.0  # one runaway run does not decide the mean
+    assert winsorized_mean([1.0, 2.0]) == 1.5
+
+
+def _arm_agent(otel: Otel, unit: str, **rb_kw: Any) -> tuple[Any, Any, ScriptedChatModel]:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, **rb_kw)
+    model = ScriptedChatModel(script=hard_script(6), record_system=True)
+    mw = rb.ab_middleware("exp-passthrough", unit, 0.5, agent_name="calc")
+    agent = create_agent(model, [add], middleware=[mw], system_prompt="You are a calculator.")
+    return agent, mw, model
+
+
+def _unit_in(arm: str) -> str:
+    return next(f"u{i}" for i in range(100) if assign_arm("exp-passthrough", f"u{i}", 0.5) == arm)
+
+
+def test_the_off_arm_sends_the_callers_exact_system_message_and_the_on_arm_steers(otel: Otel) -> None:
+    off_agent, off_mw, off_model = _arm_agent(otel, _unit_in("off"))
+    on_agent, on_mw, on_model = _arm_agent(otel, _unit_in("on"))
+    assert (off_mw.arm, on_mw.arm) == ("off", "on")
+    off_agent.invoke({"messages": [("user", "x")]})
+    on_agent.invoke({"messages": [("user", "x")]})
+    assert off_model.received_system and all(
+        s == SystemMessage("You are a calculator.") for s in off_model.received_system
+    )  # no cache marks, no [REASONBLOCKS]: the request as it came in
+    on_texts = [b["text"] for s in on_model.received_system if s for b in s.content if isinstance(b, dict)]
+    assert any(t.startswith("[REASONBLOCKS]") for t in on_texts)
+    # both arms still score and record
+    assert any(e.difficulty is not None for e in off_mw.step_log)
+    assert all(not e.injections for e in off_mw.step_log) and any(e.injections for e in on_mw.step_log)
+    runs = {s.attributes["rb.experiment.arm"]: s for s in otel.spans("invoke_agent") if s.attributes}
+    assert set(runs) == {"on", "off"}
+    for arm, span in runs.items():
+        assert span.attributes is not None
+        assert span.attributes["rb.experiment.id"] == "exp-passthrough"
+        assert span.attributes["rb.experiment.unit"] == _unit_in(arm)
+    assert otel.metric_sum("rb.runs", rb__experiment__arm="off") == 1
+    assert otel.metric_sum("rb.runs", rb__experiment__arm="on") == 1
+
+
+def test_telemetry_is_forced_on_and_the_caller_cannot_relabel_the_arm(otel: Otel) -> None:
+    rb = ReasonBlocks(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, live_streaming_enabled=False
+    )
+    unit = _unit_in("off")
+    mw = rb.ab_middleware("exp-passthrough", unit, metadata={"arm": "on", "experiment_id": "other", "team": "a"})
+    agent = create_agent(ScriptedChatModel(script=hard_script(2)), [add], middleware=[mw])
+    agent.invoke({"messages": [("user", "x")]})
+    [run] = otel.spans("invoke_agent")
+    assert run.attributes is not None
+    assert run.attributes["rb.experiment.arm"] == "off" and run.attributes["rb.experiment.id"] == "exp-passthrough"
+    assert run.attributes["rb.metadata.team"] == "a" and "rb.metadata.arm" not in run.attributes
+    assert mw.session is not None and mw.session.run_metadata["metadata"]["arm"] == "off"
+
+
+def test_a_middleware_without_a_unit_is_its_own_unit_and_names_its_first_run(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    mw = rb.ab_middleware("exp-x")
+    agent = create_agent(ScriptedChatModel(script=hard_script(1)), [add], middleware=[mw])
+    out = agent.invoke({"messages": [("user", "x")]})
+    [run] = otel.spans("invoke_agent")
+    assert run.attributes is not None
+    assert run.attributes["rb.experiment.unit"] == out["rb_run_id"] == run.attributes["rb.run_id"]
+    assert run.attributes["rb.experiment.arm"] == mw.arm == assign_arm("exp-x", out["rb_run_id"])
+
+
+def test_experiment_labels_on_metrics_are_bounded(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    for i in range(20):
+        mw = rb.ab_middleware(f"exp-{i}", "u1", agent_name="calc")
+        create_agent(ScriptedChatModel(script=hard_script(0)), [add], middleware=[mw]).invoke(
+            {"messages": [("user", "x")]}
+        )
+    labels = {attrs.get("rb.experiment.id") for attrs, _ in otel.metric_points("rb.runs")}
+    assert len(labels) == 17 and "_other" in labels  # 16 ids, then one bucket for the rest
+    assert len({s.attributes["rb.experiment.id"] for s in otel.spans("invoke_agent") if s.attributes}) == 20

@@ -1,4 +1,5 @@
-"""The ``rb-otel`` command: ``demo``, ``replay`` (imported runs as traces) and ``evaluate`` (signals vs outcomes)."""
+"""The ``rb-otel`` command: ``demo``, ``replay`` (imported runs as traces), ``evaluate`` (signals vs outcomes),
+``report`` (a page per run) and ``ab-report`` (an experiment's answer)."""
 
 from __future__ import annotations
 
@@ -169,6 +170,25 @@ def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
     return lines
 
 
+def _ab_report(args: argparse.Namespace) -> int:
+    import json
+
+    from rb_otel.ab.prices import load_prices
+    from rb_otel.ab.report import report
+    from rb_otel.ab.table import format_report
+
+    try:
+        prices = load_prices(args.prices) if args.prices else None
+        result = report(args.paths, args.experiment, on_fraction=args.on_fraction, prices=prices)
+    except ValueError as exc:  # no such experiment, a bad price file, a bad on-fraction: one line
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for problem in result["problems"]:
+        print(f"skipped {problem}", file=sys.stderr)
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from rb_otel._version import __version__
 
@@ -221,6 +241,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("paths", nargs="+", help="OTLP/JSON lines files (the Collector file exporter's, the demo's)")
     rp.add_argument("--out", default="report.html", help="where to write the page (default: report.html)")
     rp.set_defaults(func=_report)
+    ab = sub.add_parser("ab-report", help="an A/B experiment's report from OTLP/JSON trace files")
+    ab.add_argument("paths", nargs="+", help="OTLP/JSON lines files the experiment's runs were exported to")
+    ab.add_argument("--experiment", required=True, help="the experiment id (rb.experiment.id)")
+    ab.add_argument("--on-fraction", type=float, default=0.5, help="the assignment's on fraction (SRM check)")
+    ab.add_argument("--prices", default=None, help="JSON: model -> {input, output, cache_read} USD per 1M tokens")
+    ab.add_argument("--json", action="store_true", help="print the report as JSON")
+    ab.set_defaults(func=_ab_report)
     return parser
 
 

@@ -188,7 +188,11 @@ class ReasonBlocks:
             fsm=None if self._per_run_fsm else self.fsm,
             state_manager=TraceStateManager(run_id, token_budget=self.token_budget),
             injections=self.new_injections() if steer else [],
-            model_routing=None if not steer else dict(routing_ids) if routing_ids is not None else self.runs.routing_ids,
+            model_routing=None
+            if not steer
+            else dict(routing_ids)
+            if routing_ids is not None
+            else self.runs.routing_ids,
             emitter=self._with_api_events(emitter),
             run_id=run_id,
             run_metadata=metadata,

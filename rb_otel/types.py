@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 __all__ = [
     "RUN_FIELD_NAMES",
-    "ExperimentArm",
     "ETrace",
+    "ExperimentArm",
     "FSMState",
     "MonitorEvaluation",
     "PendingInjection",

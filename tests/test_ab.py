@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,10 +13,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, SystemMessage
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from rb_otel import ReasonBlocks
 from rb_otel.ab import assign_arm, newcombe_diff_ci, srm_check
+from rb_otel.ab.prices import load_prices
+from rb_otel.ab.report import report
 from rb_otel.ab.stats import median, wilson_interval, winsorized_mean
+from rb_otel.ab.table import format_report
+from rb_otel.cli import main as cli_main
+from rb_otel.telemetry.otlp_json import OtlpJsonSpanExporter
 from rb_otel.testing import ScriptedChatModel, tool_call
 from tests.conftest import Otel, add
 
@@ -169,3 +179,69 @@ def test_experiment_labels_on_metrics_are_bounded(otel: Otel) -> None:
     labels = {attrs.get("rb.experiment.id") for attrs, _ in otel.metric_points("rb.runs")}
     assert len(labels) == 17 and "_other" in labels  # 16 ids, then one bucket for the rest
     assert len({s.attributes["rb.experiment.id"] for s in otel.spans("invoke_agent") if s.attributes}) == 20
+
+
+# -- the report, from a real OTLP/JSON file written by the exporter -----------------------------------------------
+
+
+def _run_experiment(path: Path, units: int, *, on_fraction: float = 0.5, experiment: str = "exp-report") -> None:
+    exporter = OtlpJsonSpanExporter(path)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    rb = ReasonBlocks(tracer_provider=provider, meter_provider=MeterProvider(), telemetry_batch_window=0)
+    for i in range(units):
+        mw = rb.ab_middleware(experiment, f"user-{i}", on_fraction, agent_name="calc")
+        # the off arm needs more calls here, and every fourth off run fails
+        n = 2 if mw.arm == "on" else 4
+        script = hard_script(n) if mw.arm == "on" or i % 4 else [*hard_script(n)[:-1], AIMessage("giving up")]
+        agent = create_agent(ScriptedChatModel(script=script), [add], middleware=[mw])
+        with mw:
+            agent.invoke({"messages": [("user", "x")]})
+            if mw.arm == "off" and i % 4 == 0:
+                mw.mark_failure("failure: gave up")
+    provider.shutdown()
+
+
+def test_the_report_from_an_exported_trace_file(tmp_path: Path) -> None:
+    traces = tmp_path / "traces.jsonl"
+    _run_experiment(traces, 24)
+    with traces.open("a") as handle:
+        handle.write("{not json\n")  # a malformed line: named, skipped, the rest read
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"scripted": {"input": 3.0, "output": 15.0}}))
+    result = report([traces], "exp-report", prices=load_prices(prices))
+    arms = [assign_arm("exp-report", f"user-{i}") for i in range(24)]
+    on, off = result["arms"]["on"], result["arms"]["off"]
+    assert (on["n_runs"], off["n_runs"]) == (arms.count("on"), arms.count("off"))
+    failures = sum(1 for i, a in enumerate(arms) if a == "off" and i % 4 == 0)
+    assert off["outcomes"]["failure"] == failures and on["outcomes"]["failure"] == 0
+    assert on["success_rate"] == 1.0
+    assert off["success_rate"] == pytest.approx((arms.count("off") - failures) / arms.count("off"))
+    expected_ci = newcombe_diff_ci(arms.count("on"), arms.count("on"), arms.count("off") - failures, arms.count("off"))
+    assert result["comparison"]["success_rate"]["ci_95"] == pytest.approx(list(expected_ci))
+    assert on["steps_per_run"]["median"] == 3 and off["steps_per_run"]["median"] == 5
+    assert result["comparison"]["tokens_per_run_median"]["pct"] < 0  # fewer calls, fewer tokens on the on arm
+    assert result["srm"]["observed"] == {"on": arms.count("on"), "off": arms.count("off")}
+    assert any("traces.jsonl: line" in p and "not valid JSON" in p for p in result["problems"])
+    assert any(c.startswith("few runs") for c in result["caveats"])
+    text = format_report(result)
+    assert "success rate difference (on - off)" in text and "sample ratio" in text
+
+
+def test_ab_report_cli_json_and_a_missing_experiment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    traces = tmp_path / "traces.jsonl"
+    _run_experiment(traces, 6)
+    assert cli_main(["ab-report", str(traces), "--experiment", "exp-report", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed) >= {"arms", "comparison", "srm", "timeseries", "caveats"}
+    assert cli_main(["ab-report", str(traces), "--experiment", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no runs of experiment 'nope'" in err and "'exp-report' (6 runs)" in err
+
+
+def test_an_imbalanced_experiment_is_flagged(tmp_path: Path) -> None:
+    traces = tmp_path / "traces.jsonl"
+    _run_experiment(traces, 40, on_fraction=0.9)  # assigned at 0.9, analysed as if 0.5
+    result = report([traces], "exp-report", on_fraction=0.5)
+    assert result["srm"]["flagged"] and any(c.startswith("sample ratio mismatch") for c in result["caveats"])
+    assert not report([traces], "exp-report", on_fraction=0.9)["srm"]["flagged"]

@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 
 ## demo: run the scripted agents through the real pipeline; writes out/traces.jsonl, out/metrics.jsonl, out/report.html
 demo: $(STAMP)
-	$(BIN)/rb-otel demo --out out
+	$(BIN)/rb-otel demo --out out --experiment 24
 
 ## test: lint, type-check, build the docs (links checked) and run the whole test suite
 test: lint typecheck docs unit

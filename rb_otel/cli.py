@@ -33,6 +33,7 @@ def _demo(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         quiet=args.quiet,
         providers=providers,
+        experiment_units=args.experiment,
     )
     try:
         run_demo(options)
@@ -216,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--hold", type=float, default=0.0, help="keep serving metrics this many seconds after")
     demo.add_argument("--repeat", type=int, default=1, help="run the scenarios this many times")
     demo.add_argument("--quiet", action="store_true", help="print nothing")
+    demo.add_argument(
+        "--experiment", type=int, default=0, metavar="USERS", help="also run an A/B experiment and print its report"
+    )
     demo.set_defaults(func=_demo)
     from rb_otel.importers.detect import FORMATS
 

@@ -72,7 +72,7 @@ def format_report(report: dict[str, Any]) -> str:
             f"success rate difference (on - off): {rate['delta']:+.1%}, 95% CI {lo:+.1%} .. {hi:+.1%} (Newcombe)"
         )
     strat = comparison["success_rate_stratified"]
-    if "delta" in strat:
+    if "delta" in strat and len(strat["strata"]) > 1:
         lo, hi = strat["ci_95"]
         lines.append(f"stratified by task profile: {strat['delta']:+.1%}, 95% CI {lo:+.1%} .. {hi:+.1%}")
     verdict = "MISMATCH" if srm["flagged"] else "ok"

@@ -15,6 +15,7 @@ from typing import TextIO
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 
+from rb_otel.demo.experiment import run_experiment
 from rb_otel.demo.report import RunResult, format_table, html_report
 from rb_otel.demo.scenarios import SCENARIOS, Scenario, demo_tools
 from rb_otel.reasonblocks import ReasonBlocks
@@ -42,6 +43,7 @@ class DemoOptions:
     repeat: int = 1
     quiet: bool = False
     providers: Providers | None = None  # tests inject in-memory providers
+    experiment_units: int = 0  # > 0: also run the A/B experiment with this many users and print its report
 
 
 def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedChatModel) -> RunResult:
@@ -124,6 +126,9 @@ def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunRe
                 if round_ == 0:
                     results.append(result)
                     say(format_table(result))
+        if options.experiment_units:
+            traces = None if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else out / "traces.jsonl"
+            run_experiment(rb, traces, units=options.experiment_units, say=say)
         report = out / "report.html"
         report.write_text(html_report(results), encoding="utf-8")
         _write_step_logs(out / "steplogs.jsonl", results)

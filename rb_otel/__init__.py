@@ -48,6 +48,17 @@ _LAZY: dict[str, str] = {
     # the LangChain face
     "ReasonBlocks": "rb_otel.reasonblocks",
     "ReasonBlocksMiddleware": "rb_otel.integrations.langchain",
+    "TokenSavingMiddleware": "rb_otel.integrations.langchain.token_saving",
+    "TokenSavingStats": "rb_otel.integrations.langchain.token_saving",
+    "build_steps_from_messages": "rb_otel.integrations.langchain.token_saving",
+    "GeneralMonitorMiddleware": "rb_otel.integrations.langchain.general_monitor",
+    "ReasonBlocksConfig": "rb_otel.assembly",
+    "build_middleware": "rb_otel.assembly",
+    "compress_tool_output": "rb_otel.steering.token_saving",
+    "loop_signals": "rb_otel.steering.token_saving",
+    "make_anthropic_classifier": "rb_otel.backends.anthropic_classifier",
+    # A/B experiments
+    "assign_arm": "rb_otel.ab.assign",
 }
 
 __all__ = [
@@ -58,6 +69,7 @@ __all__ = [
     "E3Injection",
     "ETrace",
     "FSMState",
+    "GeneralMonitorMiddleware",
     "HashingEmbeddings",
     "InMemoryPatternStore",
     "JudgeScorer",
@@ -70,6 +82,7 @@ __all__ = [
     "PendingInjection",
     "PilotScorer",
     "ReasonBlocks",
+    "ReasonBlocksConfig",
     "ReasonBlocksMiddleware",
     "RunFields",
     "Scorer",
@@ -78,11 +91,19 @@ __all__ = [
     "StepDecision",
     "StepLogEntry",
     "StepRecord",
+    "TokenSavingMiddleware",
+    "TokenSavingStats",
     "TraceState",
     "TraceStateManager",
     "__version__",
+    "assign_arm",
+    "build_middleware",
+    "build_steps_from_messages",
     "clear_caches",
+    "compress_tool_output",
     "create_injections",
+    "loop_signals",
+    "make_anthropic_classifier",
     "render_pattern",
     "score_step",
 ]
@@ -102,7 +123,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from rb_otel.ab.assign import assign_arm
+    from rb_otel.assembly import ReasonBlocksConfig, build_middleware
+    from rb_otel.backends.anthropic_classifier import make_anthropic_classifier
     from rb_otel.integrations.langchain import ReasonBlocksMiddleware
+    from rb_otel.integrations.langchain.general_monitor import GeneralMonitorMiddleware
+    from rb_otel.integrations.langchain.token_saving import (
+        TokenSavingMiddleware,
+        TokenSavingStats,
+        build_steps_from_messages,
+    )
     from rb_otel.reasonblocks import ReasonBlocks
     from rb_otel.steering.etraces import HashingEmbeddings, InMemoryPatternStore, Pattern, PatternStore
     from rb_otel.steering.fsm import DifficultyFSM
@@ -123,6 +153,7 @@ if TYPE_CHECKING:
     from rb_otel.steering.scoring import score_step
     from rb_otel.steering.session import SteeringSession
     from rb_otel.steering.state import TraceStateManager
+    from rb_otel.steering.token_saving import compress_tool_output, loop_signals
     from rb_otel.types import (
         ETrace,
         FSMState,

@@ -90,6 +90,10 @@ RB_EXPERIMENT_UNIT: Final = "rb.experiment.unit"
 RB_TOKEN_SAVING_CHARS_SAVED: Final = "rb.token_saving.chars_saved"
 RB_TOKEN_SAVING_COMPRESSIONS: Final = "rb.token_saving.compressions"
 RB_TOKEN_SAVING_EARLY_EXITS: Final = "rb.token_saving.early_exits"
+# GeneralMonitorMiddleware: the rules whose hints the model got in this call (chat span), one event per hint
+RB_GENERAL_MONITOR_RULES: Final = "rb.general_monitor.rules"
+RB_GENERAL_MONITOR_RULE: Final = "rb.general_monitor.rule"
+EVENT_GENERAL_MONITOR_HINT: Final = "rb.general_monitor.hint"
 #: Experiment ids beyond this many distinct ones per process are recorded on metrics as ``EXPERIMENT_OTHER``.
 MAX_EXPERIMENT_LABELS: Final = 16
 EXPERIMENT_OTHER: Final = "_other"

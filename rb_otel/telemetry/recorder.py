@@ -210,11 +210,15 @@ class RunRecorder:
         composite: float | None = None,
         input_messages: Any = None,
         monitor_scores: Mapping[str, float] | None = None,
+        hints: Sequence[str] = (),
     ) -> ChatInvocation:
         """Open the live ``chat`` span of ``entry.step``, current until the returned invocation stops or fails (so
         provider SDK spans nest under it). Each monitor in ``entry.monitors_fired`` becomes a
-        ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``."""
+        ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``; each rule in ``hints`` (hints a
+        companion middleware added to this call's messages) a ``rb.general_monitor.hint`` event."""
         attrs = self._chat_attributes(entry, composite, steering_ms, final=False)
+        if hints:
+            attrs[n.RB_GENERAL_MONITOR_RULES] = list(hints)
         attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
         attrs[n.GEN_AI_PROVIDER_NAME] = provider
         attrs[n.GEN_AI_REQUEST_MODEL] = request_model
@@ -226,6 +230,8 @@ class RunRecorder:
         )
         for name, event_attrs in evaluation_events(entry.monitors_fired, monitor_scores or {}):
             span.add_event(name, event_attrs)
+        for rule in hints:
+            span.add_event(n.EVENT_GENERAL_MONITOR_HINT, {n.RB_GENERAL_MONITOR_RULE: rule})
         self._live[entry.step] = LiveChat(
             span, time.perf_counter(), provider, request_model, composite, attrs, content=content
         )

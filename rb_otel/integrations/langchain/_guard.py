@@ -45,6 +45,9 @@ class ToolObserver(Protocol):
     def tool_ended(self, handle: object, output: Any, error: BaseException | None) -> None:
         """The tool run of ``handle`` returned ``output`` or raised ``error``."""
 
+    def run_noted(self, graph: UUID, note: object) -> bool:
+        """Another middleware of agent graph run ``graph`` reports ``note`` (``RunNote``); true if it was ours."""
+
 
 class RunEndGuard(BaseCallbackHandler):
     """Maps chain runs to their parents, reports the end of watched runs and hands tool runs to observers."""
@@ -86,6 +89,20 @@ class RunEndGuard(BaseCallbackHandler):
         """Offer ``observer`` every tool run inside an agent graph (held weakly)."""
         with self._lock:
             self._observers.add(observer)
+
+    def note(self, node_run_id: UUID | None, note: object) -> bool:
+        """Hand ``note`` (what a companion middleware did in this run: tokens saved, a hint given) to the
+        middleware that records the run of the hook's node; false when no run claims it (no rb-otel tracing)."""
+        graph = self.graph_run_of(node_run_id)
+        if graph is None:
+            return False
+        for observer in list(self._observers):
+            try:
+                if observer.run_noted(graph, note):
+                    return True
+            except Exception:
+                _log.warning("recording a run note failed", exc_info=True)
+        return False
 
     # -- callbacks -----------------------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, RunFields, StepDecisio
 from ._guard import guard
 from ._support import ModelResult, StepCall, reply_of, steered_system_message
 from .lifecycle import RunTracker
+from .notes import HintGiven, TokensSaved
 from .routing import ModelRouter
 from .runs import AgentRun
 
@@ -290,6 +291,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             composite=decision.evaluation.composite if decision.evaluation else None,
             input_messages=input_messages,
             monitor_scores=decision.evaluation.scores if decision.evaluation else None,
+            hints=run.take_hints(),
         )
 
     def _after_model(self, run: AgentRun | None, call: StepCall, response: ModelResult) -> ModelResult:
@@ -328,6 +330,19 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         except Exception:
             call.chat.fail(error)  # ends the span if it is still open (a no-op otherwise)
             _log.warning("recording the failed model call failed", exc_info=True)
+
+    def run_noted(self, graph: uuid.UUID, note: object) -> bool:
+        """A companion middleware's note about agent graph run ``graph``: recorded if the run is one of ours."""
+        run = self._tracker.tool_run(graph)
+        if run is None:
+            return False
+        if isinstance(note, TokensSaved):
+            run.recorder.token_saving(
+                chars_saved=note.chars_saved, compressions=note.compressions, early_exits=note.early_exits
+            )
+        elif isinstance(note, HintGiven):
+            run.hints.append(note.rule)
+        return True
 
     # -- tool calls: the guard reports them as LangChain callbacks (cheaper for the agent than wrap_tool_call) --
 

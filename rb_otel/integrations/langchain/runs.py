@@ -22,11 +22,17 @@ class AgentRun(SteeredRun):
     in_context_manager: bool = False
     completed: bool = False  # the graph returned cleanly inside `with mw:` (finished by __exit__)
     last_timestamp: float | None = None
+    hints: list[str] = field(default_factory=list)  # companion middleware's hints for the next model call
     touched: float = field(default_factory=time.monotonic)
 
     @property
     def step_log(self) -> list[StepLogEntry]:
         return self.session.step_log
+
+    def take_hints(self) -> list[str]:
+        """The hints waiting for the next model call, handed over once."""
+        hints, self.hints = self.hints, []
+        return hints
 
 
 class RunRegistry:

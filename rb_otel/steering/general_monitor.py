@@ -2,7 +2,8 @@
 
 The spec names the rules and leaves their logic and hint texts to us ([U]); ours, in priority order:
 
-1. ``semantic_loop``: the last three steps repeat one (action, input), or their thoughts are near copies.
+1. ``semantic_loop``: the last three steps repeat one (action, input), or their thoughts (five content words
+   or more) are near copies.
 2. ``verification_skip``: three or more edits since the agent last ran a verify tool (tests, a linter).
 3. ``sprawl``: past half the tool-call budget, the last eight calls touched eight different targets and none
    changed anything.
@@ -56,8 +57,9 @@ def semantic_loop(steps: Sequence[Step], *, budget: int, verify: frozenset[str])
         return False
     if len({_key(s) for s in last}) == 1 and last[0].get("action"):
         return True
+    # near-copy thoughts count only when there is enough of them to compare (a few words match by chance)
     words = [content_words(str(s.get("thought", ""))) for s in last]
-    return all(w for w in words) and all(jaccard(words[0], w) >= 0.8 for w in words[1:])
+    return all(len(w) >= 5 for w in words) and all(jaccard(words[0], w) >= 0.8 for w in words[1:])
 
 
 def verification_skip(steps: Sequence[Step], *, budget: int, verify: frozenset[str]) -> bool:

@@ -302,9 +302,9 @@ PANELS: dict[str, Callable[[], Any]] = {
 PROMETHEUS = dashboard_models.DataSourceRef(type_val="prometheus", uid=PROM_UID)
 
 
-def _variable(name: str, label: str, label_name: str) -> dashboard.QueryVariable:
-    """A multi-value "All"-able variable over one label of ``rb_steps_total`` (``.*`` when "All")."""
-    query = f"label_values(rb_steps_total, {label_name})"
+def _variable(name: str, label: str, label_name: str, series: str = "rb_steps_total") -> dashboard.QueryVariable:
+    """A multi-value "All"-able variable over one label of ``series`` (``.*`` when "All")."""
+    query = f"label_values({series}, {label_name})"
     return (
         dashboard.QueryVariable(name)
         .label(label)
@@ -322,7 +322,9 @@ def _variable(name: str, label: str, label_name: str) -> dashboard.QueryVariable
 class Dashboard:
     """A dashboard under construction with Grafana's SDK: panels laid out two per row, ids assigned in order."""
 
-    def __init__(self, uid: str, title: str, description: str) -> None:
+    def __init__(
+        self, uid: str, title: str, description: str, variables: list[dashboard.QueryVariable] | None = None
+    ) -> None:
         self.uid = uid
         self.builder = (
             dashboard.Dashboard(title)
@@ -333,9 +335,13 @@ class Dashboard:
             .editable()
             .refresh("30s")
             .time("now-6h", "now")
-            .with_variable(_variable("agent", "Agent", "gen_ai_agent_name"))
-            .with_variable(_variable("model", "Model", "gen_ai_request_model"))
         )
+        default = [
+            _variable("agent", "Agent", "gen_ai_agent_name"),
+            _variable("model", "Model", "gen_ai_request_model"),
+        ]
+        for variable in default if variables is None else variables:
+            self.builder.with_variable(variable)
         for link in TRACE_LINKS:
             self.builder.link(
                 dashboard.DashboardLink(link["title"]).type(dashboard_models.DashboardLinkType.LINK).url(link["url"])
@@ -591,7 +597,99 @@ def steering() -> Dashboard:
     return d
 
 
-DASHBOARDS = {"fsm-overview.json": fsm_overview, "models-and-cost.json": model_cost, "steering.json": steering}
+EXPERIMENT = 'rb_experiment_id=~"$experiment"'
+#: The price the cost panel assumes (USD per million tokens): a dashboard variable, since runs are counted in
+#: tokens; ``rb-otel ab-report --prices`` prices each call by its model instead.
+PRICE_VARIABLE = (
+    dashboard.CustomVariable("price_per_mtok")
+    .label("USD per 1M tokens")
+    .values("5,1,3,15")
+    .current(dashboard_models.VariableOption(selected=True, text="5", value="5"))
+)
+
+
+def _by_arm(metric: str, window: str = "$__rate_interval", extra: str = "") -> str:
+    return f"sum by (rb_experiment_arm) (increase({metric}{{{EXPERIMENT}{extra}}}[{window}]))"
+
+
+def experiments() -> Dashboard:
+    d = Dashboard(
+        "rb-otel-experiments",
+        "rb-otel / Experiments",
+        "A/B experiments: does steering pay for itself? Success rate, tokens and cost per arm over time.",
+        variables=[_variable("experiment", "Experiment", "rb_experiment_id", series="rb_runs_total"), PRICE_VARIABLE],
+    )
+    d.panel(
+        "Success rate by arm",
+        "timeseries",
+        [
+            (
+                _by_arm("rb_runs_total", extra=', rb_outcome="success"') + " / " + _by_arm("rb_runs_total"),
+                "{{rb_experiment_arm}}",
+            )
+        ],
+        unit="percentunit",
+        description="Finished runs that succeeded, per arm (the report's Newcombe interval: rb-otel ab-report).",
+    )
+    d.panel(
+        "Runs by arm and outcome",
+        "table",
+        [
+            (
+                f"sum by (rb_experiment_arm, rb_outcome) (increase(rb_runs_total{{{EXPERIMENT}}}[$__range]))",
+                "{{rb_experiment_arm}} / {{rb_outcome}}",
+            )
+        ],
+        instant=True,
+    )
+    d.panel(
+        "Tokens per run by arm (mean)",
+        "timeseries",
+        [(_by_arm("rb_run_tokens_sum") + " / " + _by_arm("rb_run_tokens_count"), "{{rb_experiment_arm}}")],
+    )
+    d.panel(
+        "Tokens per run by arm (median)",
+        "timeseries",
+        [
+            (
+                "histogram_quantile(0.5, sum by (le, rb_experiment_arm) "
+                f"(rate(rb_run_tokens_bucket{{{EXPERIMENT}}}[$__rate_interval])))",
+                "{{rb_experiment_arm}}",
+            )
+        ],
+    )
+    d.panel(
+        "Estimated cost per run by arm",
+        "timeseries",
+        [
+            (
+                f"({_by_arm('rb_run_tokens_sum')} / {_by_arm('rb_run_tokens_count')}) * $price_per_mtok / 1000000",
+                "{{rb_experiment_arm}}",
+            )
+        ],
+        unit="currencyUSD",
+        description="Mean tokens per run at the price chosen above (per model pricing: rb-otel ab-report --prices).",
+    )
+    d.panel(
+        "Characters saved per run by arm (TokenSavingMiddleware)",
+        "bargauge",
+        [
+            (
+                _by_arm("rb_token_saving_chars_saved_total", "$__range") + " / " + _by_arm("rb_runs_total", "$__range"),
+                "{{rb_experiment_arm}}",
+            )
+        ],
+        instant=True,
+    )
+    return d
+
+
+DASHBOARDS = {
+    "fsm-overview.json": fsm_overview,
+    "models-and-cost.json": model_cost,
+    "steering.json": steering,
+    "experiments.json": experiments,
+}
 
 
 class _Dumper(yaml.SafeDumper):

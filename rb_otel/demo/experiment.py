@@ -1,7 +1,9 @@
 """The demo's A/B experiment: a few dozen scripted runs split into arms, then the report from their traces.
 
 The model is scripted, and says so: it loops on the struggling scenario's reasoning until its system message
-carries ``[REASONBLOCKS]`` guidance, then answers. So the experiment shows the pipeline end to end (assignment,
+carries ``[REASONBLOCKS]`` guidance, then answers two calls later. The on arm also runs ``TokenSavingMiddleware``
+(with thresholds small enough for the demo's short tool outputs), as the spec suggests: companions go in the on
+arm only. So the experiment shows the pipeline end to end (assignment,
 the off arm's passthrough, the telemetry, the report); the effect size is the script's, not a measurement.
 """
 
@@ -20,6 +22,7 @@ from pydantic import PrivateAttr
 from rb_otel.ab.report import report
 from rb_otel.ab.table import format_report
 from rb_otel.demo.scenarios import SCENARIOS, demo_tools
+from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware
 from rb_otel.reasonblocks import ReasonBlocks
 from rb_otel.testing import ScriptedChatModel
 
@@ -46,7 +49,7 @@ class GuidanceTakingModel(ScriptedChatModel):
         if self._guided_at is None and system is not None and "[REASONBLOCKS]" in system.text:
             calls = sum(isinstance(m, AIMessage) for m in messages)
             self._guided_at = calls
-            self.script = [*self.script[:calls], _ANSWER]
+            self.script = [*self.script[: calls + 2], _ANSWER]
         return super()._generate(messages, stop, run_manager, **kwargs)
 
 
@@ -60,7 +63,12 @@ def run_experiment(rb: ReasonBlocks, traces: Path | None, *, units: int, say: Ca
         gives_up = i % 3 == 0  # a third of the users' tasks defeat the unguided agent
         script = [*scenario.script[:-1], _GAVE_UP] if gives_up else scenario.script
         model = GuidanceTakingModel(script=script, model_name="agent-1")
-        agent = create_agent(model, demo_tools(), middleware=[mw])
+        companions = [
+            TokenSavingMiddleware(
+                compress_threshold_chars=40, head_keep_chars=20, tail_keep_chars=10, keep_recent_tool_messages=1
+            )
+        ]
+        agent = create_agent(model, demo_tools(), middleware=[mw, *(companions if mw.arm == "on" else [])])
         with mw:
             out = agent.invoke({"messages": [HumanMessage(scenario.task)]}, {"recursion_limit": 200})
             if out["messages"][-1].content == _GAVE_UP.content:

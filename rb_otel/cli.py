@@ -174,8 +174,8 @@ def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
 def _ab_report(args: argparse.Namespace) -> int:
     import json
 
+    from rb_otel.ab.experiment_report import report
     from rb_otel.ab.prices import load_prices
-    from rb_otel.ab.report import report
     from rb_otel.ab.table import format_report
 
     try:

@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from rb_otel import ReasonBlocks
 from rb_otel.ab import assign_arm, newcombe_diff_ci, srm_check
+from rb_otel.ab.experiment_report import report
 from rb_otel.ab.prices import load_prices
-from rb_otel.ab.report import report
 from rb_otel.ab.stats import median, wilson_interval, winsorized_mean
 from rb_otel.ab.table import format_report
 from rb_otel.cli import main as cli_main

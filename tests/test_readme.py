@@ -28,7 +28,7 @@ def test_the_readme_is_short_and_its_local_links_exist() -> None:
 
 def test_the_experiment_report_shown_is_what_the_demo_experiment_gives(tmp_path: Path) -> None:
     # the README's ab-report block, line by line, against a real run of the demo's experiment
-    from rb_otel.ab.report import report
+    from rb_otel.ab.experiment_report import report
     from rb_otel.ab.table import format_report
     from rb_otel.demo.runner import DemoOptions, run_demo
 

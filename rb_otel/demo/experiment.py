@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatResult
 from pydantic import PrivateAttr
 
-from rb_otel.ab.report import report
+from rb_otel.ab.experiment_report import report
 from rb_otel.ab.table import format_report
 from rb_otel.demo.scenarios import SCENARIOS, demo_tools
 from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware

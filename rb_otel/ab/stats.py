@@ -6,7 +6,7 @@ Pure functions of counts and lists, each checked in the tests against values com
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -63,8 +63,8 @@ class SrmResult:
     expected_on: float
     expected_off: float
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        # unpacks as (chi_square, p_value, flagged, expected_on, expected_off)
+    def __iter__(self) -> Iterator[float | bool]:
+        """Unpacks as ``(chi_square, p_value, flagged, expected_on, expected_off)``."""
         return iter((self.chi_square, self.p_value, self.flagged, self.expected_on, self.expected_off))
 
 

@@ -13,6 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, interrupt
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -245,3 +248,30 @@ def test_an_imbalanced_experiment_is_flagged(tmp_path: Path) -> None:
     result = report([traces], "exp-report", on_fraction=0.5)
     assert result["srm"]["flagged"] and any(c.startswith("sample ratio mismatch") for c in result["caveats"])
     assert not report([traces], "exp-report", on_fraction=0.9)["srm"]["flagged"]
+
+
+@tool
+def ask_human(question: str) -> str:
+    """Ask a human."""
+    return str(interrupt(question))
+
+
+def test_a_resumed_run_keeps_its_arm_and_stays_a_passthrough(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    unit = _unit_in("off")
+    mw = rb.ab_middleware("exp-passthrough", unit, agent_name="calc")
+    script = [tool_call("ask_human", {"question": "ok?"}, "q1", content=HARD), AIMessage("Thanks, done.")]
+    model = ScriptedChatModel(script=script, record_system=True)
+    agent = create_agent(
+        model, [ask_human], middleware=[mw], checkpointer=InMemorySaver(), system_prompt="You are a calculator."
+    )
+    config: Any = {"configurable": {"thread_id": "t-ab"}}
+    assert "__interrupt__" in agent.invoke({"messages": [("user", "x")]}, config)
+    agent.invoke(Command(resume="yes"), config)
+    roots = otel.spans("invoke_agent")
+    assert len(roots) == 2
+    for root in roots:
+        assert root.attributes is not None
+        assert (root.attributes["rb.experiment.arm"], root.attributes["rb.experiment.unit"]) == ("off", unit)
+    assert len(model.received_system) == 2
+    assert all(s == SystemMessage("You are a calculator.") for s in model.received_system)

@@ -94,7 +94,7 @@ def test_fast_bypasses_etraces_with_skipped_reason_but_monitors_still_run() -> N
     fast = [e for e in log if e.fsm_state == "FAST"]
     assert fast and all(e.skipped_reason == "FSM=FAST, e-traces skipped" for e in fast)
     assert all(e.skipped_reason is None for e in log if e.fsm_state != "FAST")
-    assert len(s._monitor_eval_history) == 8  # every scored step, FAST included
+    assert len(s.monitor_evaluations) == 8  # every scored step, FAST included
 
 
 def test_no_skipped_reason_when_etraces_are_disabled() -> None:

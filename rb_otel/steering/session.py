@@ -18,21 +18,18 @@ from typing import Any
 from rb_otel.steering.calls import RemoteCallObserver, as_observer
 from rb_otel.steering.emitters import StepEmitter
 from rb_otel.steering.fsm import DifficultyFSM
-from rb_otel.steering.guardrails import DEFAULT_E1_GATE_COMPOSITE, e1_gate_open
-from rb_otel.steering.injections import BaseInjection, MonitorSteeringInjection, StepContext
-from rb_otel.steering.rendering import render_injection
+from rb_otel.steering.guidance import FAST_SKIPPED_REASON, GuidancePipeline, render_guidance
+from rb_otel.steering.injections import BaseInjection, StepContext
 from rb_otel.steering.routing import parse_model_routing
 from rb_otel.steering.scorers import Scorer
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.steering.step_scoring import StepScoring, preview
 from rb_otel.types import (
     FIRST_CALL_PREVIEW,
-    INJECTION_PREVIEW_CHARS,
     OBSERVATION_CHARS,
     THOUGHT_PREVIEW_CHARS,
     FSMState,
     MonitorEvaluation,
-    PendingInjection,
     StepDecision,
     StepLogEntry,
     StepRecord,
@@ -41,9 +38,6 @@ from rb_otel.types import (
 __all__ = ["FAST_SKIPPED_REASON", "SteeringSession", "StepEmitter", "parse_model_routing"]  # re-exported
 
 _log = logging.getLogger("rb_otel.steering")
-
-FAST_SKIPPED_REASON = "FSM=FAST, e-traces skipped"
-_EVAL_HISTORY_KEEP = 64
 
 
 class SteeringSession:
@@ -104,12 +98,7 @@ class SteeringSession:
         self.run_id = run_id or state_manager.trace_id
         self.run_metadata: dict[str, Any] = dict(run_metadata or {})
         self.step_log: list[StepLogEntry] = []
-        self._e1_gate_composite_threshold = DEFAULT_E1_GATE_COMPOSITE
-        self._monitor_eval_history: list[MonitorEvaluation] = []
-        self._monitors = [i for i in self.injections if isinstance(i, MonitorSteeringInjection)]
-        self._has_etraces = any(
-            i.bypassed_in_fast and not isinstance(i, MonitorSteeringInjection) for i in self.injections
-        )
+        self._guidance = GuidancePipeline(self.injections)
         self._thoughts: deque[str] = deque(maxlen=5)
         self._next_step = 0
         self._open: dict[int, StepRecord | None] = {}
@@ -245,9 +234,10 @@ class SteeringSession:
             )
         self._open[step] = record
 
-        pending, evaluation = self._collect(step, state, first_call=record is None, entry=entry, model_id=model_id)
+        ctx = self._context(step, state, first_call=record is None, model_id=model_id)
+        pending, evaluation = self._guidance.collect(ctx, entry)
         override = self.model_routing.get(state)
-        rendered = self._render(pending, entry, render_model=override or model_id)
+        rendered = render_guidance(pending, entry, render_model=override or model_id)
         return StepDecision(
             state=state,
             entry=entry,
@@ -256,6 +246,23 @@ class SteeringSession:
             rendered_injection_text="\n\n".join(rendered),
             steering_ms=(time.perf_counter() - started) * 1000.0,
             evaluation=evaluation,
+        )
+
+    def _context(self, step: int, state: FSMState, *, first_call: bool, model_id: str) -> StepContext:
+        """What the injections of this step see."""
+        meta = self.run_metadata
+        return StepContext(
+            step=step,
+            state=state,
+            first_call=first_call,
+            thoughts=list(self._thoughts),
+            trace_steps=self.state_manager.state.steps,
+            model=model_id or str(meta.get("model", "")),
+            task=str(meta.get("task", "") or ""),
+            task_profile=str(meta.get("task_profile", "coding") or "coding"),
+            monitor_weights=meta.get("monitor_weights"),
+            deadline=None if self.step_budget_s is None else time.monotonic() + self.step_budget_s,
+            observer=self._observer,
         )
 
     def _record_scored(
@@ -277,15 +284,6 @@ class SteeringSession:
         self.state_manager.set_state(state)
         self._thoughts.append(thought)
         return record
-
-    @staticmethod
-    def _render(pending: list[PendingInjection], entry: StepLogEntry, *, render_model: str) -> list[str]:
-        """Render the step's injections for the model that will get them, and note them on ``entry``."""
-        rendered = [render_injection(p, render_model) for p in pending]
-        entry.injections = [t[:INJECTION_PREVIEW_CHARS] for t in rendered]
-        entry.injection_sources = [p.source for p in pending]
-        entry.intervention_texts = rendered
-        return rendered
 
     def end_step(
         self,
@@ -344,6 +342,11 @@ class SteeringSession:
         return self._scoring.name
 
     @property
+    def monitor_evaluations(self) -> list[MonitorEvaluation]:
+        """The run's recent monitor evaluations, oldest first (what the E1 gate reads)."""
+        return self._guidance.eval_history
+
+    @property
     def risk(self) -> float | None:
         """The run-level risk so far: the step scorer's, else the mean difficulty of the scored steps."""
         return self._scoring.risk(self.state_manager.state.difficulty_history)
@@ -357,59 +360,6 @@ class SteeringSession:
                 report(self.run_id, risk)
             except Exception:
                 _log.warning("telemetry emitter failed in run_risk; continuing", exc_info=True)
-
-    def _collect(
-        self, step: int, state: FSMState, *, first_call: bool, entry: StepLogEntry, model_id: str
-    ) -> tuple[list[PendingInjection], MonitorEvaluation | None]:
-        meta = self.run_metadata
-        ctx = StepContext(
-            step=step,
-            state=state,
-            first_call=first_call,
-            thoughts=list(self._thoughts),
-            trace_steps=self.state_manager.state.steps,
-            model=model_id or str(meta.get("model", "")),
-            task=str(meta.get("task", "") or ""),
-            task_profile=str(meta.get("task_profile", "coding") or "coding"),
-            monitor_weights=meta.get("monitor_weights"),
-            deadline=None if self.step_budget_s is None else time.monotonic() + self.step_budget_s,
-            observer=self._observer,
-        )
-        if not first_call and self._monitors:
-            evaluation = self._monitors[0].evaluate(ctx)
-            ctx.evaluation = evaluation
-            self._remember(evaluation)
-            entry.monitors_fired = list(evaluation.fired)
-            entry.failure_type = evaluation.failure_type
-        ctx.eval_history = self._monitor_eval_history
-        ctx.e1_gate_open = e1_gate_open(
-            self._monitor_eval_history,
-            monitors_configured=bool(self._monitors),
-            composite_threshold=self._e1_gate_composite_threshold,
-        )
-        if state is FSMState.FAST and not first_call and self._has_etraces:
-            entry.skipped_reason = FAST_SKIPPED_REASON
-        pending: list[PendingInjection] = []
-        for injection in self.injections:
-            if first_call and not injection.on_first_call:
-                continue
-            if not first_call and (
-                not injection.on_scored_steps or (state is FSMState.FAST and injection.bypassed_in_fast)
-            ):
-                continue
-            try:
-                pending.extend(injection.retrieve(ctx))
-            except Exception as exc:  # a custom injection must not break the step
-                _log.warning("%s failed, continuing without it: %s", injection.source, type(exc).__name__)
-        if ctx.notes:  # a degraded step is visible in the step log and on its span
-            entry.skipped_reason = "; ".join([entry.skipped_reason, *ctx.notes] if entry.skipped_reason else ctx.notes)
-        return pending, ctx.evaluation
-
-    def _remember(self, evaluation: MonitorEvaluation) -> None:
-        history = self._monitor_eval_history
-        history.append(evaluation)
-        if len(history) > 2 * _EVAL_HISTORY_KEEP:
-            del history[:-_EVAL_HISTORY_KEEP]
 
     def _emit(self, method: str, *args: Any) -> None:
         if self.emitter is None:

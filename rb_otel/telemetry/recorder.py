@@ -2,9 +2,8 @@
 
 One :class:`RunRecorder` per run owns the ``invoke_agent`` span, parents every ``chat`` and ``execute_tool``
 span to it explicitly (LangGraph runs each node in its own context), keeps the run summary, and records the
-metrics of ``telemetry.md``. A ``chat`` span is either *live* (opened by an integration before the model call,
-closed by ``step``) or *retroactive* (built from a ``StepLogEntry`` alone, as ``SteeringSession`` and the
-importers do); both carry the same attributes, built by :func:`chat_attributes`.
+metrics of ``telemetry.md``. The ``chat`` spans are ``chat_spans.ChatSpans``' (live or retroactive), the tool
+and rb-api call spans ``child_spans.ChildSpans``'; the recorder orders the work and keeps the run's books.
 
 Every method is called on the agent's thread and must not raise: failures are logged and dropped.
 """
@@ -16,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -27,23 +25,21 @@ from opentelemetry.util.types import AttributeValue
 from rb_otel.steering.calls import CallNote
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import (
-    Attributes,
     ChatResponse,
     RunInfo,
     chat_attributes,
     error_type_of,
-    evaluation_events,
     outcome_label,
-    response_attributes,
 )
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW, Batch
+from rb_otel.telemetry.chat_spans import ChatSpans
 from rb_otel.telemetry.child_spans import ChildSpans
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.invocations import ChatInvocation, ToolInvocation
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.run_summary import RunSummary
-from rb_otel.telemetry.spans import Abandoned, LiveChat, ToolCall, ns
+from rb_otel.telemetry.spans import ToolCall, ns
 from rb_otel.types import FSMState, StepLogEntry
 
 __all__ = [
@@ -57,7 +53,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("rb_otel.telemetry")
-_UNSET = object()
 
 
 class RunRecorder:
@@ -85,8 +80,8 @@ class RunRecorder:
         self._started_perf = 0.0
         self._started_wall = 0.0
         self._finished = False
-        self._live: dict[int, LiveChat] = {}
         self._children = ChildSpans(tracer, content, self._metrics, self._batch)
+        self._chats = ChatSpans(tracer, content, self._metrics, self._batch, info.scorer)
         self.summary = RunSummary()
         self._pending_scores: dict[int, dict[str, float]] = {}
 
@@ -216,55 +211,28 @@ class RunRecorder:
         provider SDK spans nest under it). Each monitor in ``entry.monitors_fired`` becomes a
         ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``; each rule in ``hints`` (hints a
         companion middleware added to this call's messages) a ``rb.general_monitor.hint`` event."""
-        attrs = self._chat_attributes(entry, composite, steering_ms, final=False)
-        if hints:
-            attrs[n.RB_GENERAL_MONITOR_RULES] = list(hints)
-        attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
-        attrs[n.GEN_AI_PROVIDER_NAME] = provider
-        attrs[n.GEN_AI_REQUEST_MODEL] = request_model
-        if self._content.capture and input_messages is not None:
-            attrs[n.GEN_AI_INPUT_MESSAGES] = self._content.text(input_messages)
-        content = self._content.split(attrs)  # the mode decides: span attributes, an event, or both
-        span = self._tracer.start_span(
-            f"{n.OP_CHAT} {request_model}", context=self.context, kind=SpanKind.CLIENT, attributes=attrs
+        context = self._chats.open(
+            entry,
+            parent=self.context,
+            request_model=request_model,
+            provider=provider,
+            steering_ms=steering_ms,
+            composite=composite,
+            input_messages=input_messages,
+            monitor_scores=monitor_scores,
+            hints=hints,
         )
-        for name, event_attrs in evaluation_events(entry.monitors_fired, monitor_scores or {}):
-            span.add_event(name, event_attrs)
-        for rule in hints:
-            span.add_event(n.EVENT_GENERAL_MONITOR_HINT, {n.RB_GENERAL_MONITOR_RULE: rule})
-        self._live[entry.step] = LiveChat(
-            span, time.perf_counter(), provider, request_model, composite, attrs, content=content
-        )
-        return ChatInvocation(self, entry.step, trace.set_span_in_context(span))
+        return ChatInvocation(self, entry.step, context)
 
     def _chat_response(self, step: int, response: ChatResponse) -> None:
-        live = self._live.get(step)
-        if live is not None:
-            live.response = response
+        self._chats.respond(step, response)
 
     def _chat_interrupted(self, entry: StepLogEntry, steering_ms: float | None) -> None:
         self.step(self.info.run_id, entry, steering_ms=steering_ms)
 
     def _chat_failed(self, step: int, error: BaseException) -> None:
         """End the live ``chat`` span of ``step`` with the model's exception (which the caller re-raises)."""
-        live = self._live.pop(step, None)
-        if live is None:
-            return
-        error_type = type(error).__qualname__
-        try:
-            live.span.record_exception(error)
-            live.span.set_attribute(n.ERROR_TYPE, error_type)
-            live.span.set_status(Status(StatusCode.ERROR, error_type))
-            self._metrics.chat_failed(
-                provider=live.provider,
-                request_model=live.request_model,
-                state=self.summary.state,
-                error_type=error_type,
-                duration=time.perf_counter() - live.started,
-                context=trace.set_span_in_context(live.span),
-            )
-        finally:
-            live.span.end()
+        self._chats.fail(step, error, state=self.summary.state)
         self._batch.settle()
 
     # -- remote steering calls ---------------------------------------------------------------------------
@@ -322,18 +290,6 @@ class RunRecorder:
 
     # -- internals ---------------------------------------------------------------------------------------
 
-    def _chat_attributes(
-        self, entry: StepLogEntry, composite: float | None, steering_ms: float | None, *, final: bool
-    ) -> Attributes:
-        return chat_attributes(
-            entry,
-            composite=composite,
-            steering_ms=steering_ms,
-            content=self._content,
-            final=final,
-            scorer=self.info.scorer,
-        )
-
     def _step(
         self,
         entry: StepLogEntry,
@@ -348,82 +304,31 @@ class RunRecorder:
     ) -> None:
         previous = self.summary.state
         state = FSMState(entry.fsm_state) if entry.fsm_state else previous
-        live = self._live.pop(entry.step, None)
-        if live is not None:
-            composite = live.composite if composite is None else composite
-            response = live.response if live.response is not None else response
-        attrs = self._chat_attributes(entry, composite, steering_ms, final=True)
-        if response is not None:
-            attrs.update(response_attributes(response, self._content))
-        if extra:
-            attrs.update(extra)
-        content = self._content.split(attrs)
-        if live is not None:
-            if live.content:
-                content = {**live.content, **(content or {})}
-            ended = self._ending_live(live, attrs)
-        else:
-            ended = self._retroactive(entry, attrs, extra, end_time)
-        span = ended.span
-        if error_type:
-            span.set_attribute(n.ERROR_TYPE, error_type)
-            span.set_status(Status(StatusCode.ERROR, error_type))
-        for name, event_attrs in events:
-            span.add_event(name, event_attrs)
-        if content:
-            span.add_event(n.EVENT_INFERENCE_DETAILS, content)
-        scores = self._pending_scores.pop(entry.step, None)
-        if live is None and entry.monitors_fired:  # a live span got its evaluation events when it began
-            for name, event_attrs in evaluation_events(entry.monitors_fired, scores or {}):
-                span.add_event(name, event_attrs)
-        self._batch.end_span(span, ended.changed, ended.end_ns)  # queued first: the span ends whatever follows
-        self.summary.count(entry, response)
+        ended = self._chats.end(  # queued first: the span ends whatever follows
+            entry,
+            parent=self.context,
+            steering_ms=steering_ms,
+            composite=composite,
+            end_time=end_time,
+            response=response,
+            extra=extra,
+            error_type=error_type,
+            events=events,
+            scores=self._pending_scores.pop(entry.step, None),
+        )
+        self.summary.count(entry, ended.response)
         self._metrics.step(
             entry,
             provider=ended.provider,
             request_model=ended.request_model,
             duration=ended.duration,
             steering_ms=steering_ms,
-            response=response,
-            context=trace.set_span_in_context(span),
+            response=ended.response,
+            context=trace.set_span_in_context(ended.span),
         )
         if state is not previous:
             self._transition(previous, state, entry)
         self._batch.settle()
-
-    @staticmethod
-    def _ending_live(live: LiveChat, attrs: Attributes) -> _EndingChat:
-        """A live span ends now; only the attributes that changed since it started are set again (setting one
-        re-validates its value, and most were already set at ``start_span``)."""
-        started = live.start_attributes
-        changed = {k: v for k, v in attrs.items() if started.get(k, _UNSET) != v}
-        duration = time.perf_counter() - live.started
-        return _EndingChat(live.span, changed, time.time_ns(), duration, live.provider, live.request_model)
-
-    def _retroactive(
-        self,
-        entry: StepLogEntry,
-        attrs: Attributes,
-        extra: Mapping[str, AttributeValue] | None,
-        end_time: float | None,
-    ) -> _EndingChat:
-        """A span built from ``entry`` alone (the session's own steps, imported records), at the entry's times."""
-        provider = str((extra or {}).get(n.GEN_AI_PROVIDER_NAME, ""))
-        request_model = str((extra or {}).get(n.GEN_AI_REQUEST_MODEL, "")) or entry.model_id
-        attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
-        if request_model:
-            attrs[n.GEN_AI_REQUEST_MODEL] = request_model
-        start = entry.timestamp
-        finish = end_time if end_time is not None else start + entry.latency_ms / 1000.0
-        span = self._tracer.start_span(
-            f"{n.OP_CHAT} {request_model}".rstrip(),
-            context=self.context,
-            kind=SpanKind.CLIENT,
-            attributes=attrs,
-            start_time=ns(start),
-        )
-        duration = max(finish - start, 0.0)
-        return _EndingChat(span, None, ns(start + duration), duration, provider, request_model)
 
     def _transition(self, previous: FSMState, state: FSMState, entry: StepLogEntry) -> None:
         first_skip = self.summary.enter(state)
@@ -439,8 +344,7 @@ class RunRecorder:
 
     def _finish(self, outcome: str, *, error: BaseException | None, end_time: float | None) -> None:
         span = self._run_span()
-        for step in list(self._live):
-            self._chat_failed(step, Abandoned("the run ended while this model call was open"))
+        self._chats.abandon(state=self.summary.state)
         self._children.abandon_tools()
         label = outcome_label(outcome)
         span.set_attributes(self.summary.attributes(outcome))
@@ -466,15 +370,3 @@ class RunRecorder:
             )
         finally:  # the run span ends whatever the meter does
             span.end(end_time=None if end_time is None else ns(end_time))
-
-
-@dataclass(frozen=True, slots=True)
-class _EndingChat:
-    """A ``chat`` span about to end: what ``_step`` needs from either kind (live or retroactive)."""
-
-    span: Span
-    changed: Attributes | None  # attributes to set at the end (``None``: none)
-    end_ns: int
-    duration: float  # seconds, for the duration histograms
-    provider: str
-    request_model: str

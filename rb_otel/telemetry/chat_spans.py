@@ -1,0 +1,229 @@
+"""One run's ``chat`` spans: live ones (opened before the model call, ended when its step is recorded) and
+retroactive ones (built from a ``StepLogEntry`` alone, as ``SteeringSession`` and the importers record steps).
+Both carry the same attributes (:func:`chat_attributes`).
+
+Parents are given per call, not held (as in ``child_spans.py``: a reference back to the recorder would make a
+reference cycle that only the garbage collector frees).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from rb_otel.telemetry import names as n
+from rb_otel.telemetry.attributes import (
+    Attributes,
+    AttributeValue,
+    ChatResponse,
+    chat_attributes,
+    evaluation_events,
+    response_attributes,
+)
+from rb_otel.telemetry.batch import Batch
+from rb_otel.telemetry.content import ContentPolicy
+from rb_otel.telemetry.run_metrics import RunMetrics
+from rb_otel.telemetry.spans import Abandoned, LiveChat, ns
+from rb_otel.types import FSMState, StepLogEntry
+
+__all__ = ["ChatSpans", "EndedChat"]
+
+_UNSET = object()
+
+
+@dataclass(frozen=True, slots=True)
+class EndedChat:
+    """A ``chat`` span whose end is queued: what the recorder measures the step with."""
+
+    span: Span
+    duration: float  # seconds, for the duration histograms
+    provider: str
+    request_model: str
+    response: ChatResponse | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    """A span about to end, either kind: what to set at the end (``None``: nothing), when, and for the metrics."""
+
+    span: Span
+    changed: Attributes | None
+    end_ns: int
+    duration: float
+    provider: str
+    request_model: str
+
+
+class ChatSpans:
+    """Opens, fails and ends the ``chat`` spans of one run; ``scorer`` is the run's ``rb.scorer``."""
+
+    def __init__(self, tracer: trace.Tracer, content: ContentPolicy, metrics: RunMetrics, batch: Batch, scorer: str):
+        self._tracer = tracer
+        self._content = content
+        self._metrics = metrics
+        self._batch = batch
+        self._scorer = scorer
+        self._live: dict[int, LiveChat] = {}
+
+    def open(
+        self,
+        entry: StepLogEntry,
+        *,
+        parent: otel_context.Context,
+        request_model: str,
+        provider: str,
+        steering_ms: float | None,
+        composite: float | None,
+        input_messages: Any,
+        monitor_scores: Mapping[str, float] | None,
+        hints: Sequence[str],
+    ) -> otel_context.Context:
+        """Open the live span of ``entry.step``; returns its context. Each fired monitor is a
+        ``gen_ai.evaluation.result`` event, each hint rule a ``rb.general_monitor.hint`` event."""
+        attrs = self._attributes(entry, composite, steering_ms, final=False)
+        if hints:
+            attrs[n.RB_GENERAL_MONITOR_RULES] = list(hints)
+        attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
+        attrs[n.GEN_AI_PROVIDER_NAME] = provider
+        attrs[n.GEN_AI_REQUEST_MODEL] = request_model
+        if self._content.capture and input_messages is not None:
+            attrs[n.GEN_AI_INPUT_MESSAGES] = self._content.text(input_messages)
+        content = self._content.split(attrs)  # the mode decides: span attributes, an event, or both
+        span = self._tracer.start_span(
+            f"{n.OP_CHAT} {request_model}", context=parent, kind=SpanKind.CLIENT, attributes=attrs
+        )
+        for name, event_attrs in evaluation_events(entry.monitors_fired, monitor_scores or {}):
+            span.add_event(name, event_attrs)
+        for rule in hints:
+            span.add_event(n.EVENT_GENERAL_MONITOR_HINT, {n.RB_GENERAL_MONITOR_RULE: rule})
+        self._live[entry.step] = LiveChat(
+            span, time.perf_counter(), provider, request_model, composite, attrs, content=content
+        )
+        return trace.set_span_in_context(span)
+
+    def respond(self, step: int, response: ChatResponse) -> None:
+        """Keep what the provider reported for the live span of ``step`` (set when it ends)."""
+        live = self._live.get(step)
+        if live is not None:
+            live.response = response
+
+    def fail(self, step: int, error: BaseException, *, state: FSMState) -> None:
+        """End the live span of ``step`` with the model's exception (which the caller re-raises)."""
+        live = self._live.pop(step, None)
+        if live is None:
+            return
+        error_type = type(error).__qualname__
+        try:
+            live.span.record_exception(error)
+            live.span.set_attribute(n.ERROR_TYPE, error_type)
+            live.span.set_status(Status(StatusCode.ERROR, error_type))
+            self._metrics.chat_failed(
+                provider=live.provider,
+                request_model=live.request_model,
+                state=state,
+                error_type=error_type,
+                duration=time.perf_counter() - live.started,
+                context=trace.set_span_in_context(live.span),
+            )
+        finally:
+            live.span.end()
+
+    def abandon(self, *, state: FSMState) -> None:
+        """End every live span still open (the run ended around it)."""
+        for step in list(self._live):
+            self.fail(step, Abandoned("the run ended while this model call was open"), state=state)
+
+    def end(
+        self,
+        entry: StepLogEntry,
+        *,
+        parent: otel_context.Context,
+        steering_ms: float | None,
+        composite: float | None,
+        end_time: float | None,
+        response: ChatResponse | None,
+        extra: Mapping[str, AttributeValue] | None,
+        error_type: str | None,
+        events: Sequence[tuple[str, Mapping[str, AttributeValue]]],
+        scores: Mapping[str, float] | None,
+    ) -> EndedChat:
+        """Queue the end of the step's live span, or of a span built from ``entry`` alone, with its final
+        attributes; ``end_time`` (seconds), ``extra``, ``error_type``, ``events`` and ``scores`` (of the fired
+        monitors) are for steps built from records."""
+        live = self._live.pop(entry.step, None)
+        if live is not None:
+            composite = live.composite if composite is None else composite
+            response = live.response if live.response is not None else response
+        attrs = self._attributes(entry, composite, steering_ms, final=True)
+        if response is not None:
+            attrs.update(response_attributes(response, self._content))
+        if extra:
+            attrs.update(extra)
+        content = self._content.split(attrs)
+        if live is not None:
+            if live.content:
+                content = {**live.content, **(content or {})}
+            ending = self._ending_live(live, attrs)
+        else:
+            ending = self._retroactive(entry, attrs, extra, end_time, parent)
+        span = ending.span
+        if error_type:
+            span.set_attribute(n.ERROR_TYPE, error_type)
+            span.set_status(Status(StatusCode.ERROR, error_type))
+        for name, event_attrs in events:
+            span.add_event(name, event_attrs)
+        if content:
+            span.add_event(n.EVENT_INFERENCE_DETAILS, content)
+        if live is None and entry.monitors_fired:  # a live span got its evaluation events when it began
+            for name, event_attrs in evaluation_events(entry.monitors_fired, scores or {}):
+                span.add_event(name, event_attrs)
+        self._batch.end_span(span, ending.changed, ending.end_ns)
+        return EndedChat(span, ending.duration, ending.provider, ending.request_model, response)
+
+    def _attributes(
+        self, entry: StepLogEntry, composite: float | None, steering_ms: float | None, *, final: bool
+    ) -> Attributes:
+        return chat_attributes(
+            entry, composite=composite, steering_ms=steering_ms, content=self._content, final=final, scorer=self._scorer
+        )
+
+    @staticmethod
+    def _ending_live(live: LiveChat, attrs: Attributes) -> _Ending:
+        """A live span ends now; only the attributes that changed since it started are set again (setting one
+        re-validates its value, and most were already set at ``start_span``)."""
+        started = live.start_attributes
+        changed = {k: v for k, v in attrs.items() if started.get(k, _UNSET) != v}
+        duration = time.perf_counter() - live.started
+        return _Ending(live.span, changed, time.time_ns(), duration, live.provider, live.request_model)
+
+    def _retroactive(
+        self,
+        entry: StepLogEntry,
+        attrs: Attributes,
+        extra: Mapping[str, AttributeValue] | None,
+        end_time: float | None,
+        parent: otel_context.Context,
+    ) -> _Ending:
+        """A span built from ``entry`` alone (the session's own steps, imported records), at the entry's times."""
+        provider = str((extra or {}).get(n.GEN_AI_PROVIDER_NAME, ""))
+        request_model = str((extra or {}).get(n.GEN_AI_REQUEST_MODEL, "")) or entry.model_id
+        attrs[n.GEN_AI_OPERATION_NAME] = n.OP_CHAT
+        if request_model:
+            attrs[n.GEN_AI_REQUEST_MODEL] = request_model
+        start = entry.timestamp
+        finish = end_time if end_time is not None else start + entry.latency_ms / 1000.0
+        span = self._tracer.start_span(
+            f"{n.OP_CHAT} {request_model}".rstrip(),
+            context=parent,
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=ns(start),
+        )
+        duration = max(finish - start, 0.0)
+        return _Ending(span, None, ns(start + duration), duration, provider, request_model)

@@ -20,7 +20,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 
 from rb_otel.integrations.langchain.general_monitor import GeneralMonitorMiddleware
-from rb_otel.integrations.langchain.middleware import StatefulReasonBlocksMiddleware
+from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
 from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.reasonblocks import ReasonBlocks

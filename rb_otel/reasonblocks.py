@@ -244,10 +244,8 @@ class ReasonBlocks:
         ``run_id=`` names the first run. ``step_log_in_state=False`` drops the two state fields (and the
         per-step state update that fills them); neither variant adds a graph node.
         """
-        from rb_otel.integrations.langchain.middleware import (
-            ReasonBlocksMiddleware,
-            StatefulReasonBlocksMiddleware,
-        )
+        from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
+        from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
 
         fields = RunFields(
             agent_name=agent_name,

@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from rb_otel import DifficultyFSM, ReasonBlocks, SteeringSession, TraceStateManager
 from rb_otel.integrations.langchain._messages import _dump
 from rb_otel.integrations.langchain._support import steered_system_message
-from rb_otel.integrations.langchain.middleware import add_steps
+from rb_otel.integrations.langchain.state import add_steps
 from rb_otel.testing import ScriptedChatModel, tool_call
 
 HARD = "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with KeyError again."

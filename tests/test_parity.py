@@ -33,7 +33,7 @@ from rb_otel import (
     make_anthropic_classifier,
     score_step,
 )
-from rb_otel.integrations.langchain.middleware import StatefulReasonBlocksMiddleware
+from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
 from rb_otel.steering.token_saving import heuristic_classifier, keep_words
 from rb_otel.testing import ScriptedChatModel, tool_call
 from tests.conftest import Otel

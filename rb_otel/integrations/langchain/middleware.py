@@ -19,13 +19,12 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Annotated, Any, NotRequired
+from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import ExtendedModelResponse, OmitFromInput
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
-from langgraph.types import Command, TracePolicy, omit_payload
+from langgraph.types import TracePolicy, omit_payload
 
 from rb_otel.integrations.langchain._messages import (
     NO_CACHE_CONTROL,
@@ -48,34 +47,13 @@ from .notes import HintGiven, TokensSaved
 from .routing import ModelRouter
 from .runs import AgentRun
 
-__all__ = ["RBState", "ReasonBlocksMiddleware"]
+__all__ = ["ReasonBlocksMiddleware"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
 #: run_start keys that are stored in their own fields, so they are removed from ``metadata`` (spec 1.3).
 _DEDICATED_KEYS = (*RUN_FIELD_NAMES, "task_profile")
 _LANGCHAIN_FIELDS = RunFields(framework="langchain")
-
-
-def add_steps(log: list[dict[str, Any]] | None, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Reducer of ``rb_step_log``: a model call's entry replaces any entry from its step on, and is appended.
-
-    So a run's log grows one entry per call (O(1) state update per step), and a step 0 starts the log afresh
-    (the next run on a checkpointed thread); a resumed run continues its own numbering and appends.
-    """
-    if not new:
-        return list(log or ())
-    first = new[0]["step"]
-    if not log or log[-1]["step"] < first:
-        return [*(log or ()), *new]
-    return [entry for entry in log if entry["step"] < first] + new
-
-
-class RBState(AgentState[Any]):
-    """Agent state fields rb_otel adds: the run key, and the run's step log in the returned state."""
-
-    rb_run_id: NotRequired[Annotated[str, OmitFromInput]]
-    rb_step_log: NotRequired[Annotated[list[dict[str, Any]], OmitFromInput, add_steps]]
 
 
 class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -398,23 +376,3 @@ class _OpenTool:
 
     def __init__(self, tool: ToolInvocation) -> None:
         self.tool = tool
-
-
-class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):
-    """``ReasonBlocksMiddleware`` that also returns ``rb_run_id`` and ``rb_step_log`` in the agent's output state.
-
-    Each model call returns its step's entry as a state update of the model node it ran in (reduced by
-    :func:`add_steps`), so no graph node is added; the state holds the run's log as far as it has got.
-    """
-
-    state_schema = RBState
-
-    def _with_state_update(self, run: AgentRun, entry: StepLogEntry, response: ModelResult) -> ModelResult:
-        if isinstance(response, ExtendedModelResponse):
-            if response.command is not None:  # one command per response: an inner middleware's wins
-                return response
-            response = response.model_response
-        elif isinstance(response, AIMessage):
-            response = ModelResponse(result=[response])
-        update: Command[Any] = Command(update={"rb_run_id": run.key, "rb_step_log": [entry.as_dict()]})
-        return ExtendedModelResponse(model_response=response, command=update)

@@ -27,6 +27,7 @@ from rb_otel.reasonblocks import ReasonBlocks
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import BaseInjection, E1Injection, E2Injection, E3Injection, create_injections
 from rb_otel.steering.monitors.profiles import resolve_weights
+from rb_otel.steering.scorers import text_scorer_name
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.steering.token_saving import WordClassifier
@@ -162,14 +163,12 @@ def build_middleware(
             telemetry=api.telemetry,
             new_session=_session_builder(config, api, score_fn=score_fn, fsm=fsm, state_manager=state_manager),
             task_profile=config.monitor_task_profile,
-            scorer_name="heuristic" if score_fn is api.score_fn else "custom",
+            scorer_name=text_scorer_name(score_fn),
             model_routing=api.model_routing,
             routing_ids=api.runs.routing_ids,
         )
         meta = dict(run_metadata or {})
-        fields = RunFields(**{k: str(meta.pop(k)) for k in RunFields.NAMES if k in meta})
-        if "framework" not in (run_metadata or {}):
-            fields = RunFields(**{**fields.as_dict(), "framework": "langchain"})
+        fields = RunFields(**{"framework": "langchain", **{k: str(meta.pop(k)) for k in RunFields.NAMES if k in meta}})
         middleware.append(StatefulReasonBlocksMiddleware(runs, run_id=run_id, fields=fields, metadata=meta))
     if config.enable_general_monitor:
         middleware.append(GeneralMonitorMiddleware(config.gm_max_tool_calls, cooldown=config.gm_cooldown))

@@ -155,11 +155,6 @@ class ReasonBlocks:
         router: ModelRouter = self._langchain_router
         return router
 
-    @property
-    def router(self) -> ModelRouter:
-        """The LangChain model router (kept for callers of earlier releases)."""
-        return self._langchain_models()
-
     # -- factories -----------------------------------------------------------------------------------------
 
     def new_injections(self) -> list[BaseInjection]:

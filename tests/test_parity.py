@@ -311,3 +311,23 @@ def test_a_config_without_e_traces_injects_no_patterns(otel: Otel) -> None:
         {"messages": [("user", "x")]}
     )
     assert all(src == "MonitorSteeringInjection" for e in out["rb_step_log"] for src in e["injection_sources"])
+
+
+def test_keep_words_passes_the_ratio_only_to_classifiers_that_take_it() -> None:
+    calls: list[list[str]] = []
+
+    def words_only(words: list[str]) -> list[bool]:
+        calls.append(words)
+        return [len(w) > 3 for w in words]
+
+    assert (
+        keep_words("the parser failed on line four", words_only, keep_ratio=0.3, window_words=3)
+        == "parser failed line four"
+    )
+    assert len(calls) == 2  # one call per window, never retried
+
+    def broken(words: list[str], *, keep_ratio: float = 0.5) -> list[bool]:
+        raise TypeError("a bug inside the classifier")
+
+    with pytest.raises(TypeError, match="a bug inside"):  # surfaces, is not mistaken for a signature mismatch
+        keep_words("a b c", broken, keep_ratio=0.5)

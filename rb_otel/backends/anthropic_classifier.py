@@ -13,7 +13,7 @@ import json
 import logging
 from typing import Any
 
-from rb_otel.steering.token_saving import WordClassifier, heuristic_classifier
+from rb_otel.steering.token_saving import RatioClassifier, heuristic_classifier
 
 __all__ = ["make_anthropic_classifier"]
 
@@ -40,7 +40,7 @@ def _flags(response: Any, expected: int) -> list[bool]:
 
 def make_anthropic_classifier(
     client: Any, model: str = "claude-haiku-4-5-20251001", target_keep_ratio: float = 0.5
-) -> WordClassifier:
+) -> RatioClassifier:
     """A :data:`~rb_otel.steering.token_saving.WordClassifier` backed by ``client`` (``anthropic.Anthropic``);
     ``TokenSavingMiddleware`` passes each tier's ``keep_ratio``, else ``target_keep_ratio`` applies."""
     if not 0.0 < target_keep_ratio <= 1.0:
@@ -60,6 +60,6 @@ def make_anthropic_classifier(
             return _flags(response, len(words))
         except Exception as exc:  # any failure: the heuristic keeps compression going
             _log.warning("word classifier fell back to the heuristic (%s)", type(exc).__name__)
-            return fallback(words, keep_ratio=keep_ratio)  # type: ignore[call-arg]
+            return fallback(words, keep_ratio=keep_ratio)
 
     return classify

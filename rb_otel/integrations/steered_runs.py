@@ -116,7 +116,7 @@ class RunFactory:
             run_id=key,
             emitter=recorder,
             run_metadata={**fields.as_dict(), "task_profile": self.task_profile, "metadata": extras},
-            routing_ids=(self.routing_ids if routing_ids is None else routing_ids) if steer else {},
+            routing_ids=self.routing_ids if routing_ids is None else routing_ids,
             steer=steer,
         )
         return SteeredRun(session, recorder)

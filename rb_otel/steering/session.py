@@ -90,7 +90,6 @@ class SteeringSession:
             fsm = DifficultyFSM(**(self._scoring.fsm_thresholds() or {}))
         self.fsm = fsm
         self.state_manager = state_manager
-        self.injections = list(injections)
         self.model_routing = {s: str(v) for s, v in parse_model_routing(model_routing).items()}
         self._emitter: StepEmitter | None = None
         self._observer: RemoteCallObserver | None = None
@@ -98,7 +97,7 @@ class SteeringSession:
         self.run_id = run_id or state_manager.trace_id
         self.run_metadata: dict[str, Any] = dict(run_metadata or {})
         self.step_log: list[StepLogEntry] = []
-        self._guidance = GuidancePipeline(self.injections)
+        self._guidance = GuidancePipeline(injections)
         self._thoughts: deque[str] = deque(maxlen=5)
         self._next_step = 0
         self._open: dict[int, StepRecord | None] = {}
@@ -340,6 +339,11 @@ class SteeringSession:
     def scorer_name(self) -> str:
         """``rb.scorer``: what produces this run's difficulty."""
         return self._scoring.name
+
+    @property
+    def injections(self) -> list[BaseInjection]:
+        """This run's injections, in pipeline order."""
+        return self._guidance.injections
 
     @property
     def monitor_evaluations(self) -> list[MonitorEvaluation]:

@@ -6,21 +6,25 @@ Everything here is a function of its arguments.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, cast
 
 from rb_otel.steering.scoring import score_step
 from rb_otel.steering.text import STOPWORDS
 
 __all__ = [
     "EARLY_EXIT_TEXT",
+    "RatioClassifier",
     "WordClassifier",
     "compress_tool_output",
     "early_exit_fires",
     "heuristic_classifier",
     "keep_words",
     "loop_signals",
+    "takes_keep_ratio",
 ]
 
 #: The nudge ``TokenSavingMiddleware`` adds when the loop signals fire (the spec's literal default).
@@ -31,6 +35,12 @@ EARLY_EXIT_TEXT = (
 
 #: ``(words) -> keep flags``, one per word (True keeps it). A classifier may also accept ``keep_ratio=``.
 WordClassifier = Callable[[list[str]], list[bool]]
+
+
+class RatioClassifier(Protocol):
+    """A :data:`WordClassifier` that takes the share of words to keep (how a tier's ratio reaches it)."""
+
+    def __call__(self, words: list[str], *, keep_ratio: float = ...) -> list[bool]: ...
 
 
 def compress_tool_output(
@@ -62,7 +72,7 @@ def _word_value(word: str) -> float:
     return 1.0 + min(len(bare), 12) / 12.0
 
 
-def heuristic_classifier(keep_ratio: float = 0.5) -> WordClassifier:
+def heuristic_classifier(keep_ratio: float = 0.5) -> RatioClassifier:
     """A classifier without a model: keeps the ``keep_ratio`` most informative words (identifiers, paths, numbers,
     long content words first; stopwords last), in their original order. Deterministic."""
 
@@ -80,17 +90,26 @@ def keep_words(text: str, classifier: WordClassifier, *, keep_ratio: float, wind
     takes ``keep_ratio=`` is given it; one that answers with the wrong number of flags keeps its window whole."""
     words = text.split()
     kept: list[str] = []
+    classify: WordClassifier = classifier
+    if takes_keep_ratio(classifier):
+        classify = functools.partial(cast(RatioClassifier, classifier), keep_ratio=keep_ratio)
     for start in range(0, len(words), window_words):
         window = words[start : start + window_words]
-        try:
-            flags = classifier(window, keep_ratio=keep_ratio)  # type: ignore[call-arg]
-        except TypeError:
-            flags = classifier(window)
+        flags = classify(window)
         if len(flags) != len(window):
             kept.extend(window)
             continue
         kept.extend(w for w, keep in zip(window, flags, strict=True) if keep)
     return " ".join(kept)
+
+
+def takes_keep_ratio(classifier: WordClassifier) -> bool:
+    """Whether ``classifier`` accepts a ``keep_ratio=`` keyword (then a tier's ratio is passed to it)."""
+    try:
+        parameters = inspect.signature(classifier).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: words only
+        return False
+    return any(p.name == "keep_ratio" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def loop_signals(steps: Sequence[Mapping[str, Any]], *, window: int = 10) -> dict[str, float]:

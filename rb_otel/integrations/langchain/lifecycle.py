@@ -85,11 +85,10 @@ class RunTracker:
             return None  # not inside a LangGraph run we could identify: call through unsteered
         return self._run_for(graph)
 
-    def tool_run(self, graph: uuid.UUID) -> AgentRun | None:
-        """The run a tool of agent graph run ``graph`` belongs to: a started run, or one resuming on this thread.
-
-        A tool runs after a model call started its run, except when an interrupted run resumes inside a tool.
-        """
+    def run_of(self, graph: uuid.UUID) -> AgentRun | None:
+        """The run of agent graph run ``graph`` for a tool or a companion's note: a started run, or one resuming
+        on this thread (a tool runs after a model call started its run, except when an interrupted run resumes
+        inside a tool). ``None`` when the graph is not one of ours."""
         run = self._by_graph.get(graph)
         if run is None and self._interrupted and thread_id_of_config() in self._interrupted:
             run = self._run_for(graph)

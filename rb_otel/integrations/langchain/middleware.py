@@ -311,7 +311,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def run_noted(self, graph: uuid.UUID, note: object) -> bool:
         """A companion middleware's note about agent graph run ``graph``: recorded if the run is one of ours."""
-        run = self._tracker.tool_run(graph)
+        run = self._tracker.run_of(graph)
         if run is None:
             return False
         if isinstance(note, TokensSaved):
@@ -327,7 +327,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def tool_started(self, graph: uuid.UUID, name: str, call_id: str, arguments: Any) -> _OpenTool | None:
         """Open the ``execute_tool`` span of a tool in one of our runs, current while the tool runs."""
         try:
-            run = self._tracker.tool_run(graph)
+            run = self._tracker.run_of(graph)
             if run is None:
                 return None
             tool = run.recorder.start_tool(

@@ -41,6 +41,8 @@ __all__ = ["TokenSavingMiddleware", "TokenSavingStats", "build_steps_from_messag
 _log = logging.getLogger("rb_otel.integrations.langchain")
 #: Marks our early-exit nudge in the history, so a run is nudged at most once (spec 1.8 [P]).
 _EARLY_EXIT_KEY = "rb_early_exit"
+#: ``TokenSavingStats.replacements_emitted`` keeps about this many of the latest model calls.
+_KEEP_REPLACEMENTS = 10_000
 
 
 @dataclass(slots=True)
@@ -192,8 +194,10 @@ class TokenSavingMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             self.stats.compressions += compressions
             self.stats.chars_saved += saved
             self.stats.early_exits += early_exit is not None
-            self.stats.replacements_emitted.append(len(replaced))
-            del self.stats.replacements_emitted[:-10_000]  # bounded: a long-lived middleware serves many runs
+            emitted = self.stats.replacements_emitted
+            emitted.append(len(replaced))
+            if len(emitted) > 2 * _KEEP_REPLACEMENTS:  # bounded (a long-lived middleware serves many runs), trimmed
+                del emitted[:-_KEEP_REPLACEMENTS]  # in batches so appending stays O(1)
         # what this call removed from the history (tool outputs and stale messages together), for telemetry
         removed = sum(len(message_text(m)) for m in messages if m.id in replaced) - sum(
             len(message_text(m)) for m in replaced.values()

@@ -144,8 +144,11 @@ class RunRecorder:
         the integration.
         """
         try:
-            self._step(
+            previous = self.summary.state
+            state = FSMState(entry.fsm_state) if entry.fsm_state else previous
+            ended = self._chats.end(  # queued first: the span ends whatever follows
                 entry,
+                parent=self.context,
                 steering_ms=steering_ms,
                 composite=composite,
                 end_time=end_time,
@@ -153,7 +156,21 @@ class RunRecorder:
                 extra=extra,
                 error_type=error_type,
                 events=events,
+                scores=self._pending_scores.pop(entry.step, None),
             )
+            self.summary.count(entry, ended.response)
+            self._metrics.step(
+                entry,
+                provider=ended.provider,
+                request_model=ended.request_model,
+                duration=ended.duration,
+                steering_ms=steering_ms,
+                response=ended.response,
+                context=trace.set_span_in_context(ended.span),
+            )
+            if state is not previous:
+                self._transition(previous, state, entry)
+            self._batch.settle()
         except Exception:
             _log.warning("recording step %s failed; continuing", entry.step, exc_info=True)
 
@@ -289,46 +306,6 @@ class RunRecorder:
         self._run_span().add_event(name, attributes)
 
     # -- internals ---------------------------------------------------------------------------------------
-
-    def _step(
-        self,
-        entry: StepLogEntry,
-        *,
-        steering_ms: float | None,
-        composite: float | None,
-        end_time: float | None,
-        response: ChatResponse | None,
-        extra: Mapping[str, AttributeValue] | None,
-        error_type: str | None,
-        events: Sequence[tuple[str, Mapping[str, AttributeValue]]],
-    ) -> None:
-        previous = self.summary.state
-        state = FSMState(entry.fsm_state) if entry.fsm_state else previous
-        ended = self._chats.end(  # queued first: the span ends whatever follows
-            entry,
-            parent=self.context,
-            steering_ms=steering_ms,
-            composite=composite,
-            end_time=end_time,
-            response=response,
-            extra=extra,
-            error_type=error_type,
-            events=events,
-            scores=self._pending_scores.pop(entry.step, None),
-        )
-        self.summary.count(entry, ended.response)
-        self._metrics.step(
-            entry,
-            provider=ended.provider,
-            request_model=ended.request_model,
-            duration=ended.duration,
-            steering_ms=steering_ms,
-            response=ended.response,
-            context=trace.set_span_in_context(ended.span),
-        )
-        if state is not previous:
-            self._transition(previous, state, entry)
-        self._batch.settle()
 
     def _transition(self, previous: FSMState, state: FSMState, entry: StepLogEntry) -> None:
         first_skip = self.summary.enter(state)

@@ -119,8 +119,6 @@ class ReasonBlocks:
             routing_ids=routing_ids(self.model_routing),
         )
         self._langchain_router: Any = None
-        self._tracer_provider, self._meter_provider = tracer_provider, meter_provider
-        self._capture_content = capture_content
         self._forced_runs: RunFactory | None = None
         if any(not isinstance(v, str) for v in self.model_routing.values()):
             self._langchain_models()  # model objects are LangChain chat models here: checked now, not mid-run
@@ -289,17 +287,11 @@ class ReasonBlocks:
 
     def _experiment_runs(self) -> RunFactory:
         """The run factory of experiment runs: this one, recording even when live streaming is off."""
-        if self.telemetry.enabled:
+        telemetry = self.telemetry.always_on()
+        if telemetry is self.telemetry:
             return self.runs
         if self._forced_runs is None:
-            forced = Telemetry(
-                tracer_provider=self._tracer_provider,
-                meter_provider=self._meter_provider,
-                capture_content=self._capture_content,
-                enabled=True,
-                batch_window=self.telemetry.batch_window,
-            )
-            self._forced_runs = self.runs.with_telemetry(forced)
+            self._forced_runs = self.runs.with_telemetry(telemetry)
         return self._forced_runs
 
     def close(self, timeout: float = 5.0) -> None:

@@ -159,6 +159,8 @@ def test_telemetry_is_forced_on_and_the_caller_cannot_relabel_the_arm(otel: Otel
     assert run.attributes["rb.experiment.arm"] == "off" and run.attributes["rb.experiment.id"] == "exp-passthrough"
     assert run.attributes["rb.metadata.team"] == "a" and "rb.metadata.arm" not in run.attributes
     assert mw.session is not None and mw.session.run_metadata["metadata"]["arm"] == "off"
+    rb.flush()  # reaches the experiment's always-on telemetry too; its metrics are recorded with streaming off
+    assert otel.metric_sum("rb.steps") == len(mw.step_log) > 0
 
 
 def test_a_middleware_without_a_unit_is_its_own_unit_and_names_its_first_run(otel: Otel) -> None:

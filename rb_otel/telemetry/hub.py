@@ -79,6 +79,8 @@ class Telemetry:
         ):
             # named as ReasonBlocks(telemetry_batch_window=...) calls it, where users set it
             raise ValueError(f"batch_window (telemetry_batch_window) must be finite seconds >= 0, got {batch_window!r}")
+        self._settings = (tracer_provider, meter_provider, capture_content)  # for always_on()
+        self._always_on: Telemetry | None = self if enabled else None
         if not enabled:
             tracer_provider = trace.NoOpTracerProvider()
             meter_provider = metrics.NoOpMeterProvider()
@@ -94,6 +96,19 @@ class Telemetry:
         self._lock = threading.Lock()
         if self.batch_window:
             self._watch_exit()
+
+    def always_on(self) -> Telemetry:
+        """This telemetry, or (when it was made with ``enabled=False``) one recording to the providers it was
+        given, made once: what must be recorded whatever the export switch says (experiment runs)."""
+        if self._always_on is None:
+            tracer_provider, meter_provider, capture_content = self._settings
+            self._always_on = Telemetry(
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                capture_content=capture_content,
+                batch_window=self.batch_window,
+            )
+        return self._always_on
 
     def run(self, info: RunInfo, *, parent: RunRecorder | None = None, new_trace: bool = False) -> RunRecorder:
         """A recorder for one run. Its span opens on ``run_start`` as a child of ``parent``'s run span (a sub-run),
@@ -129,8 +144,11 @@ class Telemetry:
 
     def flush_providers(self, timeout: float = 5.0) -> None:
         """Do the finished work runs in flight are batching, then force-flush the tracer and meter providers
-        (given here, else the global ones) when they can; a provider that fails is logged, never raised."""
+        (given here, else the global ones) when they can; a provider that fails is logged, never raised. The
+        :meth:`always_on` telemetry of a disabled one is flushed with it."""
         self.flush()
+        if self._always_on is not None and self._always_on is not self:
+            self._always_on.flush_providers(timeout)
         providers = (
             self.tracer_provider or trace.get_tracer_provider(),
             self.meter_provider or metrics.get_meter_provider(),
@@ -151,6 +169,8 @@ class Telemetry:
 
     def flush(self) -> None:
         """Do the finished work every run in flight is batching (a run does its own when it ends)."""
+        if self._always_on is not None and self._always_on is not self:
+            self._always_on.flush()
         with self._lock:
             recorders = list(self._recorders)
         for recorder in recorders:

@@ -24,6 +24,7 @@ from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
 from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.reasonblocks import ReasonBlocks
+from rb_otel.steering.checks import check_int
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import BaseInjection, E1Injection, E2Injection, E3Injection, create_injections
 from rb_otel.steering.monitors.profiles import resolve_weights
@@ -74,9 +75,7 @@ class ReasonBlocksConfig:
 
     def __post_init__(self) -> None:
         for name in ("e1_top_k", "e2_top_k", "e3_max_patterns"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_int(name, getattr(self, name), low=1)
         resolve_weights(self.monitor_task_profile, self.monitor_weights)  # unknown profile or bad weight: now
 
     @property

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Literal
+
+from rb_otel.steering.checks import check_number
 
 __all__ = ["ARMS", "Arm", "assign_arm", "check_experiment"]
 
@@ -17,14 +18,7 @@ def check_experiment(experiment_id: object, on_fraction: object) -> float:
     """Validate an experiment's id and on-fraction at the boundary; returns the fraction as a float."""
     if not isinstance(experiment_id, str) or not experiment_id.strip():
         raise ValueError(f"experiment_id must be a non-empty string, got {experiment_id!r}")
-    if (
-        isinstance(on_fraction, bool)
-        or not isinstance(on_fraction, int | float)
-        or not math.isfinite(on_fraction)
-        or not 0.0 <= on_fraction <= 1.0
-    ):
-        raise ValueError(f"on_fraction must be a number in [0, 1], got {on_fraction!r}")
-    return float(on_fraction)
+    return check_number("on_fraction", on_fraction, low=0.0, high=1.0)
 
 
 def assign_arm(experiment_id: str, unit_id: str, on_fraction: float = 0.5) -> Arm:

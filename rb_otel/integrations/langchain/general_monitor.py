@@ -21,6 +21,7 @@ from rb_otel.integrations.langchain._guard import guard
 from rb_otel.integrations.langchain._support import node_run_id
 from rb_otel.integrations.langchain.notes import HintGiven
 from rb_otel.integrations.langchain.token_saving import build_steps_from_messages
+from rb_otel.steering.checks import check_int
 from rb_otel.steering.general_monitor import DEFAULT_SUBMIT_TOOLS, DEFAULT_VERIFY_TOOLS, HINTS, first_rule
 
 __all__ = ["GeneralMonitorMiddleware"]
@@ -46,9 +47,8 @@ class GeneralMonitorMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         super().__init__()
         if pack != "v1":
             raise ValueError(f"unknown rule pack {pack!r}; the only pack is 'v1'")
-        for name, value in (("max_tool_calls", max_tool_calls), ("cooldown", cooldown)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_int("max_tool_calls", max_tool_calls, low=1)
+        check_int("cooldown", cooldown, low=1)
         self.max_tool_calls = max_tool_calls
         self.pack = pack
         self.verify_tools = frozenset(verify_tools)

@@ -27,6 +27,7 @@ from rb_otel.integrations.langchain._guard import guard
 from rb_otel.integrations.langchain._messages import message_text
 from rb_otel.integrations.langchain._support import node_run_id
 from rb_otel.integrations.langchain.notes import TokensSaved
+from rb_otel.steering.checks import check_int, check_number
 from rb_otel.steering.memo import BoundedMemo
 from rb_otel.steering.token_saving import (
     EARLY_EXIT_TEXT,
@@ -83,13 +84,6 @@ def build_steps_from_messages(messages: Sequence[BaseMessage]) -> list[dict[str,
     return steps
 
 
-def _check(name: str, value: Any, *, low: float, high: float | None = None, integer: bool = True) -> None:
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < low or (high is not None and value > high):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {'an integer' if integer else 'a number'} {bound}, got {value!r}")
-
-
 class TokenSavingMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Compresses old tool outputs, optionally stale messages, and nudges a looping agent to submit (spec 1.8).
 
@@ -130,12 +124,12 @@ class TokenSavingMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             ("perplexity_recent_cutoff", perplexity_recent_cutoff),
             ("perplexity_min_content_words", perplexity_min_content_words),
         ):
-            _check(name, value, low=0)
-        _check("perplexity_window_words", perplexity_window_words, low=1)
-        _check("perplexity_mid_cutoff", perplexity_mid_cutoff, low=perplexity_recent_cutoff)
+            check_int(name, value, low=0)
+        check_int("perplexity_window_words", perplexity_window_words, low=1)
+        check_int("perplexity_mid_cutoff", perplexity_mid_cutoff, low=perplexity_recent_cutoff)
         for name, ratio in (("perplexity_keep_ratio_mid", perplexity_keep_ratio_mid),
                             ("perplexity_keep_ratio_old", perplexity_keep_ratio_old)):  # fmt: skip
-            _check(name, ratio, low=0.0, high=1.0, integer=False)
+            check_number(name, ratio, low=0.0, high=1.0)
         if head_keep_chars + tail_keep_chars > compress_threshold_chars:
             raise ValueError("head_keep_chars + tail_keep_chars must not exceed compress_threshold_chars")
         if signals_fn is not None and not callable(signals_fn):

@@ -243,6 +243,26 @@ def test_prometheus_scrapes_the_demo_every_expression_has_data_and_skip_fires(tm
             timeout=60,
             what="all demo runs",
         )
+        # The experiment runs after the scenarios: all of its runs, and two scrapes of what its dashboard reads.
+        wait_until(
+            lambda: (
+                sum(
+                    float(r["value"][1])
+                    for r in query('rb_runs_total{gen_ai_agent_name="demo-experiment"}')["data"]["result"]
+                )
+                == 6
+            ),
+            timeout=60,
+            what="the demo experiment's six runs",
+        )
+        wait_until(
+            lambda: any(
+                float(r["value"][1]) >= 2
+                for r in query("count_over_time(rb_token_saving_chars_saved_total[1m])")["data"]["result"]
+            ),
+            timeout=60,
+            what="two scrapes of the experiment's token-saving counter",
+        )
         # Rates over [1m] need at least two samples of every series: poll for that, not a fixed sleep.
         wait_until(
             lambda: all(

@@ -14,6 +14,7 @@ per-pair ratios and the median extra milliseconds per run:
 * ``no steering, SDK``: the same with the SDK (``BatchSpanProcessor`` into an in-memory exporter, an in-memory
   metric reader); the difference from the row above is what the contract's spans and metrics cost in the SDK.
 * ``rb-otel (full)``: the default (embedded monitors and E-traces), with the SDK.
+* ``rb-otel model wrapper (full)``: the same pipeline through ``rb.chat_model(model)`` instead of the middleware.
 
 Then the SDK alone, without rb-otel or an agent: ``chat``-shaped spans (the contract's attributes) started and
 ended as fast as one thread can, through a ``BatchSpanProcessor`` into an exporter that drops them.
@@ -154,6 +155,7 @@ def agent_floors(runs: int, warmup: int = 20) -> list[dict[str, float | str]]:
         "no steering, no-op OTel": agent([noop.middleware(agent_name="floors")]),
         "no steering, SDK": agent([sdk.middleware(agent_name="floors")]),
         "rb-otel (full)": agent([full.middleware(agent_name="floors")]),
+        "rb-otel model wrapper (full)": agent([], full.chat_model(model, agent_name="floors-wrapper")),
     }
     switch = _guard_switch()
     bare = agent([])

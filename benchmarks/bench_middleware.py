@@ -1,10 +1,11 @@
-"""Overhead of rb-otel per model call: the same create_agent agent with and without the middleware.
+"""Overhead of rb-otel per model call: the same create_agent agent bare, with the middleware and with the model
+wrapper (``rb.chat_model``).
 
 Workload (the performance issue's): a deterministic scripted model, 5 model calls and 4 tool calls per run,
 sync invoke, spans through a BatchSpanProcessor into an in-memory exporter, metrics into an in-memory reader.
 Bare and instrumented runs alternate one run at a time in one process (so slow drifts of this machine's speed
-hit both alike); each pass reports the median of the per-pair ratios and the overhead per model call.
-Numbers, not assertions.
+hit all alike); each pass reports the median of the per-run ratios against the bare run beside it and the
+overhead per model call. Numbers, not assertions.
 
     python benchmarks/bench_middleware.py [--runs 200] [--passes 5] [--json FILE]
 """
@@ -42,7 +43,8 @@ SCRIPT = [
 MODEL_CALLS = 5
 
 
-def build() -> tuple[Any, Any, InMemorySpanExporter]:
+def build(integration: str = "middleware") -> tuple[Any, Any, InMemorySpanExporter]:
+    """The bare agent, the steered one (``integration``: ``middleware`` or ``wrapper``) and the span exporter."""
     model = ScriptedChatModel(script=SCRIPT)
     bare = create_agent(model, [add], system_prompt="You are a calculator.")
     exporter = InMemorySpanExporter()
@@ -50,9 +52,12 @@ def build() -> tuple[Any, Any, InMemorySpanExporter]:
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     rb = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    steered = create_agent(
-        model, [add], middleware=[rb.middleware(agent_name="bench")], system_prompt="You are a calculator."
-    )
+    if integration == "wrapper":
+        steered = create_agent(rb.chat_model(model, agent_name="bench"), [add], system_prompt="You are a calculator.")
+    else:
+        steered = create_agent(
+            model, [add], middleware=[rb.middleware(agent_name="bench")], system_prompt="You are a calculator."
+        )
     return bare, steered, exporter
 
 
@@ -84,36 +89,51 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--json")
     args = parser.parse_args()
-    bare, steered, exporter = build()
-    time_runs(bare, 30)
-    time_runs(steered, 30)
+    bare, middleware, exporter = build("middleware")
+    _, wrapper, wrapper_exporter = build("wrapper")
+    variants = {"middleware": middleware, "wrapper": wrapper}
+    for agent in (bare, middleware, wrapper):
+        time_runs(agent, 30)
     rows = []
     for p in range(args.passes):
-        bare_ms, steered_ms = time_pairs(bare, steered, args.runs)
+        times: dict[str, list[float]] = {"bare": [], **{name: [] for name in variants}}
+        for _ in range(args.runs):
+            for name, agent in (("bare", bare), *variants.items()):
+                times[name].append(_one(agent))
         exporter.clear()
-        b, st = statistics.median(bare_ms), statistics.median(steered_ms)
-        ratio = statistics.median(s_ / b_ for b_, s_ in zip(bare_ms, steered_ms, strict=True))
-        rows.append(
-            {
-                "pass": p,
-                "bare_ms": b,
-                "rb_otel_ms": st,
-                "ratio": ratio,
-                "overhead_per_model_call_us": statistics.median(
-                    (s_ - b_) / MODEL_CALLS * 1000 for b_, s_ in zip(bare_ms, steered_ms, strict=True)
-                ),
-            }
-        )
+        wrapper_exporter.clear()
+        for name in variants:
+            pairs = list(zip(times["bare"], times[name], strict=True))
+            rows.append(
+                {
+                    "pass": p,
+                    "integration": name,
+                    "bare_ms": statistics.median(times["bare"]),
+                    "rb_otel_ms": statistics.median(times[name]),
+                    "ratio": statistics.median(s_ / b_ for b_, s_ in pairs),
+                    "overhead_per_model_call_us": statistics.median((s_ - b_) / MODEL_CALLS * 1000 for b_, s_ in pairs),
+                }
+            )
+            row = rows[-1]
+            print(
+                f"pass {p} {name:10s}: bare {row['bare_ms']:.2f} ms/run  rb-otel {row['rb_otel_ms']:.2f} ms/run  "
+                f"ratio {row['ratio']:.3f}x  overhead {row['overhead_per_model_call_us']:.0f} us per model call",
+                flush=True,
+            )
+    summary = {}
+    for name in variants:
+        mine = [r for r in rows if r["integration"] == name]
+        summary[name] = {
+            "ratio": statistics.median(r["ratio"] for r in mine),
+            "overhead_per_model_call_us": statistics.median(r["overhead_per_model_call_us"] for r in mine),
+        }
         print(
-            f"pass {p}: bare {b:.2f} ms/run  rb-otel {st:.2f} ms/run  ratio {ratio:.2f}x  "
-            f"overhead {rows[-1]['overhead_per_model_call_us']:.0f} us per model call"
+            f"{name}: median over passes {summary[name]['ratio']:.3f}x the bare agent, "
+            f"{summary[name]['overhead_per_model_call_us']:.0f} us per model call"
         )
-    ratio = statistics.median(r["ratio"] for r in rows)
-    per_call = statistics.median(r["overhead_per_model_call_us"] for r in rows)
-    print(f"median over passes: {ratio:.2f}x the bare agent, {per_call:.0f} us per model call")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"passes": rows, "ratio": ratio, "overhead_per_model_call_us": per_call}, f, indent=1)
+            json.dump({"passes": rows, "summary": summary}, f, indent=1)
 
 
 if __name__ == "__main__":

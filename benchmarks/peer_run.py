@@ -8,12 +8,13 @@ with the JSON list of those runs' times in ms (the span exporter is drained afte
 timing), and ``quit`` with ``{"rss_growth_mb": ...}``. The coordinator keeps every variant's process alive and
 lets them take turns, so a slow minute of the machine hits every variant alike.
 
-Variants: ``bare``, ``rb-otel``, ``openllmetry``, ``openllmetry-nocontent`` (``TRACELOOP_TRACE_CONTENT=false``),
-``openinference``, ``agento11y`` (its generation export discarded in-process, spans and metrics to the same
-providers; it is a callback handler, so it is passed in the run's config). The workload is the performance
-issue's: create_agent with a deterministic scripted model, 5 model calls and 4 tool calls per run, sync invoke,
-spans through a BatchSpanProcessor into an in-memory exporter (cleared between runs), metrics into an in-memory
-reader.
+Variants: ``bare``, ``rb-otel`` (the middleware), ``rb-otel-wrapper`` (``rb.chat_model``), ``otel-genai`` (the
+official OpenTelemetry GenAI LangChain instrumentation, ``opentelemetry-instrumentation-genai-langchain``),
+``openllmetry``, ``openllmetry-nocontent`` (``TRACELOOP_TRACE_CONTENT=false``), ``openinference``, ``agento11y``
+(its generation export discarded in-process, spans and metrics to the same providers; it is a callback handler,
+so it is passed in the run's config). The workload is the performance issue's: create_agent with a deterministic
+scripted model, 5 model calls and 4 tool calls per run, sync invoke, spans through a BatchSpanProcessor into an
+in-memory exporter (cleared between runs), metrics into an in-memory reader.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ def instrument(
 
         rb = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=meter_provider)
         return [rb.middleware(agent_name="bench")], {}
+    if variant == "rb-otel-wrapper":  # the model wrapper: main() wraps the agents' model with this ReasonBlocks
+        from rb_otel import ReasonBlocks
+
+        return [], {"rb": ReasonBlocks(tracer_provider=tracer_provider, meter_provider=meter_provider)}
     if variant == "agento11y":
         from agento11y import Client
         from agento11y.config import ClientConfig
@@ -103,6 +108,10 @@ def instrument(
         from opentelemetry.instrumentation.langchain import LangchainInstrumentor
 
         LangchainInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    elif variant == "otel-genai":  # the official OpenTelemetry GenAI instrumentation (opentelemetry-python-contrib)
+        from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor as OfficialInstrumentor
+
+        OfficialInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     elif variant == "openinference":
         from openinference.instrumentation.langchain import LangChainInstrumentor
 
@@ -122,8 +131,14 @@ def main() -> None:
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     middleware, config = instrument(args.variant, tracer_provider, meter_provider)
+    rb = config.pop("rb", None)
+
+    def model(script: list[AIMessage]) -> Any:
+        chat_model = ScriptedChatModel(script=script)
+        return rb.chat_model(chat_model, agent_name="bench") if rb is not None else chat_model
+
     agents = {
-        calls: create_agent(ScriptedChatModel(script=script), [add], middleware=middleware, system_prompt=PROMPT)
+        calls: create_agent(model(script), [add], middleware=middleware, system_prompt=PROMPT)
         for calls, script in ((5, SCRIPT), (1, ONE_CALL))
     }
 

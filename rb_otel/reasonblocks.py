@@ -30,6 +30,7 @@ from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
 from rb_otel.types import ExperimentArm, FSMState, RunFields
 
 if TYPE_CHECKING:
+    from rb_otel.integrations.langchain.chat_model import SteeredChatModel
     from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
     from rb_otel.integrations.langchain.routing import ModelRouter
 
@@ -259,6 +260,29 @@ class ReasonBlocks:
             metadata=metadata,
             experiment=_experiment,
         )
+
+    def chat_model(self, model: Any, /, **middleware_kwargs: Any) -> SteeredChatModel:
+        """The agent's chat model (an instance, or a ``"provider:model"`` id), steered and recorded on every call:
+        the middleware's pipeline without a ``wrap_model_call`` hook, ~1 ms cheaper per 5-call run.
+
+        ``create_agent(rb.chat_model(model, agent_name="coder"), tools)``; ``middleware_kwargs`` are those of
+        :meth:`middleware`. Runs, tools, routing (tools bound to the routed model), retries and interrupts are
+        recorded as with the middleware; the step log is read from ``model.step_log_for(run_id)``, not the state.
+        """
+        from langchain_core.language_models import BaseChatModel
+
+        from rb_otel.integrations.langchain.chat_model import SteeredChatModel
+
+        if isinstance(model, str):
+            from langchain.chat_models import init_chat_model
+
+            model = init_chat_model(model)
+        if not isinstance(model, BaseChatModel):
+            raise TypeError(f"chat_model() wraps a LangChain chat model or a model id, got {type(model).__name__}")
+        if "step_log_in_state" in middleware_kwargs:
+            raise TypeError("chat_model() has no state to put the step log in: read model.step_log_for(run_id)")
+        steering = self.middleware(step_log_in_state=False, **middleware_kwargs)
+        return SteeredChatModel(inner=model, steering=steering)
 
     def ab_middleware(
         self,

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from conftest import Otel, add, calc_script
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
@@ -259,3 +261,71 @@ def test_a_long_fast_run_flushes_whenever_its_queue_is_full(otel: Otel) -> None:
     assert held * 2 <= MAX_PENDING  # each step queues at least two items (its span end, its rb.steps add)
     session.finish()
     assert len(otel.spans("chat")) == steps and otel.metric_sum("rb.steps") == steps
+
+
+def _exported(reader: InMemoryMetricReader) -> dict[tuple[str, tuple[tuple[str, Any], ...]], float]:
+    """Every data point read: (metric, attributes) -> its sum (a counter) or count + sum (a histogram)."""
+    data = reader.get_metrics_data()
+    points: dict[tuple[str, tuple[tuple[str, Any], ...]], float] = {}
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                for p in metric.data.data_points:
+                    key = (metric.name, tuple(sorted((p.attributes or {}).items())))
+                    points[key] = p.value if hasattr(p, "value") else p.count * 1e6 + p.sum
+    return points
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["steps", "fired", "tool", "flush"]),
+        st.sampled_from(["NORMAL", "SLOW", "FAST"]),
+        st.integers(min_value=1, max_value=3),
+    ),
+    max_size=40,
+)
+
+
+@given(ops=_OPS)
+@settings(max_examples=60, deadline=None)
+def test_coalesced_counter_adds_export_what_adding_each_at_once_does(ops: list[tuple[str, str, int]]) -> None:
+    # The plain definition (window=0: every add done as it comes) against the batch that sums equal waiting adds.
+    results = []
+    for window in (0.0, 60.0):
+        reader = InMemoryMetricReader()
+        provider = MeterProvider(metric_readers=[reader])
+        inst = Instruments(provider.get_meter("t"))
+        batch = Batch(window)
+        for op, state, value in ops:
+            labels = {"gen_ai.agent.name": "a", "rb.fsm_state": state}
+            if op == "steps":
+                batch.add(inst.steps, value, labels, None)
+            elif op == "fired":
+                batch.add(inst.monitor_fired, value, {**labels, "rb.monitor": "m"}, None)
+            elif op == "tool":
+                batch.record(inst.execute_tool_duration, value / 10, {"gen_ai.tool.name": state}, None)
+            else:
+                batch.flush()
+            batch.settle()
+        batch.close()
+        assert batch.pending == 0
+        results.append(_exported(reader))
+        provider.shutdown()
+    assert results[0] == results[1]
+
+
+def test_equal_waiting_adds_are_one_record() -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    inst = Instruments(provider.get_meter("t"))
+    batch = Batch(60.0)
+    for _ in range(5):
+        batch.add(inst.steps, 1, {"rb.fsm_state": "NORMAL"}, None)
+    batch.add(inst.steps, 1, {"rb.fsm_state": "SLOW"}, None)
+    assert batch.pending == 2
+    batch.flush()
+    batch.add(inst.steps, 1, {"rb.fsm_state": "NORMAL"}, None)  # after a flush, a new sum
+    assert batch.pending == 1
+    batch.close()
+    assert _exported(reader)[("rb.steps", (("rb.fsm_state", "NORMAL"),))] == 6
+    provider.shutdown()

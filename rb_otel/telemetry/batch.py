@@ -9,11 +9,16 @@ whose model calls take longer than the window (any run against a real model) doe
 Nothing changes in what is exported: spans end with the timestamp of the moment they finished, measurements keep
 their own span context (so exemplars point at the right span), and the ``BatchSpanProcessor`` and periodic
 metric reader downstream already hold everything for seconds before export.
+
+Counter adds waiting in the queue are coalesced: a second ``add`` to the same counter with equal attributes adds
+its value to the one already waiting (a counter exports only its sum, so the sum is the same; the exemplar is the
+first add's). A 5-call run makes 10 counter adds over 4-6 label sets: 4 fewer SDK records (of 46) per run.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -49,6 +54,34 @@ class _Measurement(NamedTuple):
         self.write(self.value, self.attributes, self.context)
 
 
+#: What makes two counter adds the same: the counter, and the attributes' items.
+_SumKey = tuple[int, frozenset[tuple[str, object]]]
+
+
+class _Sum:
+    """A counter's adds with equal attributes waiting in the queue, done as one ``add`` of their sum."""
+
+    __slots__ = ("attributes", "batch", "context", "counter", "key", "value")
+
+    def __init__(
+        self,
+        batch: Batch,
+        key: _SumKey,
+        *,
+        counter: Counter | UpDownCounter,
+        value: float,
+        attributes: Attributes,
+        context: otel_context.Context | None,
+    ) -> None:
+        self.batch, self.key, self.counter = batch, key, counter
+        self.value, self.attributes, self.context = value, attributes, context
+
+    def do(self) -> None:
+        with self.batch._sums_lock:  # once it is being done, no add joins this sum (the next starts another)
+            self.batch._sums.pop(self.key, None)
+        self.counter.add(self.value, self.attributes, self.context)
+
+
 class _SpanEnd(NamedTuple):
     """A span's last attributes (if any) and its end, stamped when it finished."""
 
@@ -70,12 +103,14 @@ class Batch:
     is done exactly once whichever thread flushes.
     """
 
-    __slots__ = ("_last_flush", "_queue", "window")
+    __slots__ = ("_last_flush", "_queue", "_sums", "_sums_lock", "window")
 
     def __init__(self, window: float = DEFAULT_BATCH_WINDOW) -> None:
         self.window = window
-        self._queue: deque[_Measurement | _SpanEnd] = deque()
+        self._queue: deque[_Measurement | _Sum | _SpanEnd] = deque()
         self._last_flush = time.monotonic()
+        self._sums: dict[_SumKey, _Sum] = {}
+        self._sums_lock = threading.Lock()
 
     @property
     def pending(self) -> int:
@@ -89,8 +124,21 @@ class Batch:
         attributes: Attributes,
         context: otel_context.Context | None,
     ) -> None:
-        """Queue ``counter.add(value, attributes, context)``."""
-        self._queue.append(_Measurement(counter.add, value, attributes, context))
+        """Queue ``counter.add(value, attributes, context)``, or add ``value`` to an equal add already waiting."""
+        try:
+            key = (id(counter), frozenset(attributes.items()))
+        except TypeError:  # an unhashable (sequence) attribute value: queued on its own
+            self._queue.append(_Measurement(counter.add, value, attributes, context))
+            return
+        with self._sums_lock:
+            waiting = self._sums.get(key)
+            if waiting is not None:
+                waiting.value += value
+                return
+            waiting = self._sums[key] = _Sum(
+                self, key, counter=counter, value=value, attributes=attributes, context=context
+            )
+        self._queue.append(waiting)
 
     def record(
         self, histogram: Histogram, value: float, attributes: Attributes, context: otel_context.Context | None

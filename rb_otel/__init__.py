@@ -59,6 +59,10 @@ _LAZY: dict[str, str] = {
     "make_anthropic_classifier": "rb_otel.backends.anthropic_classifier",
     # A/B experiments
     "assign_arm": "rb_otel.ab.assign",
+    # other frameworks
+    "run_messages_agent_loop": "rb_otel.integrations.anthropic",
+    "arun_messages_agent_loop": "rb_otel.integrations.anthropic",
+    "claude_agent_telemetry": "rb_otel.integrations.claude_agent",
 }
 
 __all__ = [
@@ -96,15 +100,18 @@ __all__ = [
     "TraceState",
     "TraceStateManager",
     "__version__",
+    "arun_messages_agent_loop",
     "assign_arm",
     "build_middleware",
     "build_steps_from_messages",
+    "claude_agent_telemetry",
     "clear_caches",
     "compress_tool_output",
     "create_injections",
     "loop_signals",
     "make_anthropic_classifier",
     "render_pattern",
+    "run_messages_agent_loop",
     "score_step",
 ]
 

@@ -216,6 +216,22 @@ class ReasonBlocks:
         self.runs.watch_agent(agent_name)
         return self.runs.open(fields, run_id=run_id, metadata=metadata).session
 
+    def claude_messages_session(
+        self,
+        *,
+        run_id: str | None = None,
+        agent_name: str = "",
+        task: str = "",
+        model: str = "",
+        **metadata: Any,
+    ) -> SteeringSession:
+        """A session for one :func:`~rb_otel.integrations.anthropic.run_messages_agent_loop` run
+        (``framework="anthropic"``): the loop steers each turn with it and records the run's ``invoke_agent``,
+        ``chat`` and ``execute_tool`` spans. One session per loop run."""
+        return self.session(
+            run_id=run_id, agent_name=agent_name, task=task, framework="anthropic", model=model, **metadata
+        )
+
     def middleware(
         self,
         *,

@@ -9,6 +9,7 @@ agent invocation: a :class:`~rb_otel.steering.session.SteeringSession` whose emi
 from __future__ import annotations
 
 import uuid
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,7 +19,7 @@ from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.telemetry import RunInfo, RunRecorder, Telemetry
 from rb_otel.types import ExperimentArm, FSMState, RunFields
 
-__all__ = ["EXPERIMENT_KEYS", "NewSession", "RunFactory", "SteeredRun"]
+__all__ = ["EXPERIMENT_KEYS", "NewSession", "RunFactory", "SteeredRun", "steered_run_of"]
 
 #: Run metadata keys an experiment stamps (spec 1.6); a caller's values for them are replaced.
 EXPERIMENT_KEYS = ("experiment_id", "arm", "assignment_unit", "rb_version")
@@ -44,6 +45,16 @@ class SteeredRun:
 
     session: SteeringSession
     recorder: RunRecorder
+
+
+#: Every run a factory opened, by its session (weakly): adapters given a bare session find its telemetry here.
+_RUNS_BY_SESSION: weakref.WeakKeyDictionary[SteeringSession, SteeredRun] = weakref.WeakKeyDictionary()
+
+
+def steered_run_of(session: SteeringSession) -> SteeredRun | None:
+    """The run (session and recorder) ``session`` belongs to, if a :class:`RunFactory` opened it
+    (``rb.session()``, ``rb.claude_messages_session()``); ``None`` for a session built by hand."""
+    return _RUNS_BY_SESSION.get(session)
 
 
 class RunFactory:
@@ -119,7 +130,9 @@ class RunFactory:
             routing_ids=self.routing_ids if routing_ids is None else routing_ids,
             steer=steer,
         )
-        return SteeredRun(session, recorder)
+        run = SteeredRun(session, recorder)
+        _RUNS_BY_SESSION[session] = run
+        return run
 
     def with_telemetry(self, telemetry: Telemetry) -> RunFactory:
         """The same configuration recording to ``telemetry`` (experiments force telemetry on in both arms)."""

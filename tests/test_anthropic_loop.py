@@ -198,7 +198,7 @@ def test_model_errors_reach_the_caller_unchanged_and_every_span_ends(
     with ScriptedModelAPI(by_turn(calc_replies())) as api:
         api.add("/v1/messages", message([text(THOUGHT), tool_use("call_0", "add", {"a": 0, "b": 1})]))
         api.add("/v1/messages", reply)
-        with pytest.raises(Exception) as caught:  # noqa: PT011 - the SDK's own exception, checked by name below
+        with pytest.raises(Exception) as caught:
             loop(api, session, max_retries=0, timeout=0.5)
     assert type(caught.value).__name__ == error
     rb.telemetry.flush()

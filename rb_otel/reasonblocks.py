@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from rb_otel.integrations.langchain.chat_model import SteeredChatModel
     from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
     from rb_otel.integrations.langchain.routing import ModelRouter
+    from rb_otel.integrations.openai_agents import ReasonBlocksRunHooks, SteeredOpenAIModel
+    from rb_otel.integrations.openai_agents.runs import OpenAIRuns
 
 __all__ = ["ReasonBlocks"]
 
@@ -121,6 +123,7 @@ class ReasonBlocks:
         )
         self._langchain_router: Any = None
         self._forced_runs: RunFactory | None = None
+        self._openai_runs: OpenAIRuns | None = None
         if any(not isinstance(v, str) for v in self.model_routing.values()):
             self._langchain_models()  # model objects are LangChain chat models here: checked now, not mid-run
 
@@ -299,6 +302,57 @@ class ReasonBlocks:
             raise TypeError("chat_model() has no state to put the step log in: read model.step_log_for(run_id)")
         steering = self.middleware(step_log_in_state=False, **middleware_kwargs)
         return SteeredChatModel(inner=model, steering=steering)
+
+    def openai_hooks(
+        self, *, agent_name: str = "", task: str = "", model: str = "", **metadata: Any
+    ) -> ReasonBlocksRunHooks:
+        """OpenAI Agents SDK ``RunHooks`` recording every run (``Runner.run(agent, input, hooks=...)``): the
+        ``invoke_agent`` span, a ``chat`` span and a step per model response, an ``execute_tool`` span per tool.
+        Telemetry only (scored, nothing injected); add :meth:`openai_model` to steer. One instance serves any
+        number of runs; as a context manager it fails the runs an escaping exception interrupted."""
+        from rb_otel.integrations.openai_agents.hooks import ReasonBlocksRunHooks
+
+        fields = RunFields(agent_name=agent_name, task=task, framework="openai-agents", model=model)
+        self.runs.watch_agent(agent_name)
+        return ReasonBlocksRunHooks(self._openai_agent_runs(), fields, metadata)
+
+    def openai_model(
+        self,
+        model: Any,
+        *,
+        model_factory: Callable[[str], Any] | None = None,
+        agent_name: str = "",
+        task: str = "",
+        **metadata: Any,
+    ) -> SteeredOpenAIModel:
+        """An OpenAI Agents SDK ``Model`` that steers every response of ``model`` (an ``agents`` ``Model``, e.g.
+        ``OpenAIResponsesModel``): guidance in the system instructions, routing through ``model_factory(model_id)``
+        (built lazily, cached; without it an override is only noted on the step). ``Agent(model=rb.openai_model(m))``;
+        pass ``hooks=rb.openai_hooks(...)`` to the runner too for exact run ends."""
+        from agents.models.interface import Model
+
+        from rb_otel.integrations.openai_agents.model import SteeredOpenAIModel
+
+        if not isinstance(model, Model):
+            raise TypeError(
+                f"openai_model() wraps an agents Model (e.g. OpenAIResponsesModel), got {type(model).__name__}"
+            )
+        if model_factory is not None and not callable(model_factory):
+            raise TypeError("model_factory must be a callable: model id -> agents Model")
+        fields = RunFields(
+            agent_name=agent_name, task=task, framework="openai-agents", model=getattr(model, "model", "") or ""
+        )
+        self.runs.watch_agent(agent_name)
+        return SteeredOpenAIModel(
+            model, self._openai_agent_runs(), fields, metadata=metadata, model_factory=model_factory
+        )
+
+    def _openai_agent_runs(self) -> OpenAIRuns:
+        from rb_otel.integrations.openai_agents.runs import OpenAIRuns
+
+        if self._openai_runs is None:
+            self._openai_runs = OpenAIRuns(self.runs)
+        return self._openai_runs
 
     def ab_middleware(
         self,

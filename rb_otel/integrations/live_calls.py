@@ -73,8 +73,9 @@ class LiveCall:
         )
         return cls(session, recorder, decision)
 
-    def open(self, *, request_model: str, provider: str, input_messages: Any = None) -> None:
-        """Open the call's ``chat`` span, current until it ends, once the adapter knows the model it calls;
+    def open(self, *, request_model: str, provider: str, input_messages: Any = None, current: bool = True) -> None:
+        """Open the call's ``chat`` span once the adapter knows the model it calls: current until it ends unless
+        ``current=False`` (hooks that see the start and the end of a call in different contexts);
         ``input_messages`` are recorded only when content capture is on."""
         decision = self.decision
         self._started = time.perf_counter()
@@ -90,6 +91,7 @@ class LiveCall:
                 composite=evaluation.composite if evaluation else None,
                 input_messages=input_messages,
                 monitor_scores=evaluation.scores if evaluation else None,
+                current=current,
             )
         except Exception:
             _log.warning("opening the chat span failed; continuing", exc_info=True)

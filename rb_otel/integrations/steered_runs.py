@@ -96,12 +96,14 @@ class RunFactory:
         conversation_id: str = "",
         routing_ids: Mapping[FSMState, str] | None = None,
         experiment: ExperimentArm | None = None,
+        steer: bool = True,
     ) -> SteeredRun:
         """A new run (its span opens when the session starts): ``run_id`` or a fresh UUID names it.
 
         In an ``experiment``'s ``off`` arm the session scores and records but steers nothing (no guidance, no
         routing); the experiment, arm and unit are stamped after the caller's ``metadata``, so it cannot relabel
-        them.
+        them. ``steer=False`` records a run without steering it (telemetry-only adapters): scores and states, no
+        guidance, no routing.
         """
         key = run_id or str(uuid.uuid4())
         extras = dict(metadata or {})
@@ -122,7 +124,7 @@ class RunFactory:
             experiment=experiment,
         )
         recorder = self.telemetry.run(info)
-        steer = experiment is None or experiment.arm == "on"
+        steer = steer and (experiment is None or experiment.arm == "on")
         session = self._new_session(
             run_id=key,
             emitter=recorder,

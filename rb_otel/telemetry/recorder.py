@@ -223,9 +223,11 @@ class RunRecorder:
         input_messages: Any = None,
         monitor_scores: Mapping[str, float] | None = None,
         hints: Sequence[str] = (),
+        current: bool = True,
     ) -> ChatInvocation:
         """Open the live ``chat`` span of ``entry.step``, current until the returned invocation stops or fails (so
-        provider SDK spans nest under it). Each monitor in ``entry.monitors_fired`` becomes a
+        provider SDK spans nest under it; ``current=False`` for an adapter whose start and end run in different
+        contexts, e.g. callbacks on separate tasks). Each monitor in ``entry.monitors_fired`` becomes a
         ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``; each rule in ``hints`` (hints a
         companion middleware added to this call's messages) a ``rb.general_monitor.hint`` event."""
         context = self._chats.open(
@@ -239,7 +241,7 @@ class RunRecorder:
             monitor_scores=monitor_scores,
             hints=hints,
         )
-        return ChatInvocation(self, entry.step, context)
+        return ChatInvocation(self, entry.step, context if current else None)
 
     def _chat_response(self, step: int, response: ChatResponse) -> None:
         self._chats.respond(step, response)

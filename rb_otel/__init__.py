@@ -133,6 +133,8 @@ if TYPE_CHECKING:
     from rb_otel.ab.assign import assign_arm
     from rb_otel.assembly import ReasonBlocksConfig, build_middleware
     from rb_otel.backends.anthropic_classifier import make_anthropic_classifier
+    from rb_otel.integrations.anthropic import arun_messages_agent_loop, run_messages_agent_loop
+    from rb_otel.integrations.claude_agent import claude_agent_telemetry
     from rb_otel.integrations.langchain import ReasonBlocksMiddleware
     from rb_otel.integrations.langchain.general_monitor import GeneralMonitorMiddleware
     from rb_otel.integrations.langchain.token_saving import (

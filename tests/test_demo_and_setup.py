@@ -146,3 +146,21 @@ def test_steering_core_imports_neither_langchain_nor_opentelemetry() -> None:
             assert not line.startswith(
                 ("import langchain", "from langchain", "import opentelemetry", "from opentelemetry")
             ), f"{path}: {line}"
+
+
+def test_framework_sdks_are_extras_and_the_core_never_imports_them() -> None:
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    sdks = {"anthropic": "anthropic", "openai-agents": "openai-agents", "claude-agent": "claude-agent-sdk"}
+    core = " ".join(project["dependencies"])
+    for extra, package in sdks.items():
+        assert package not in core
+        assert any(d.startswith(package) for d in project["optional-dependencies"][extra])
+    out = _python(
+        "import sys, rb_otel\n"
+        "from rb_otel import ReasonBlocks, run_messages_agent_loop\n"
+        "rb = ReasonBlocks(); rb.session(agent_name='x'); rb.claude_messages_session(agent_name='y')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'agents', 'claude_agent_sdk', 'openai'}))\n"
+    )
+    assert out.strip() == "[]"  # the Messages loop drives any client that has messages.create

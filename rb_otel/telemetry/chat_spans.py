@@ -83,9 +83,11 @@ class ChatSpans:
         input_messages: Any,
         monitor_scores: Mapping[str, float] | None,
         hints: Sequence[str],
+        start_time: float | None = None,
     ) -> otel_context.Context:
         """Open the live span of ``entry.step``; returns its context. Each fired monitor is a
-        ``gen_ai.evaluation.result`` event, each hint rule a ``rb.general_monitor.hint`` event."""
+        ``gen_ai.evaluation.result`` event, each hint rule a ``rb.general_monitor.hint`` event. ``start_time``
+        (seconds, wall clock) backdates the span for an adapter that learns of a call only once it answers."""
         attrs = self._attributes(entry, composite, steering_ms, final=False)
         if hints:
             attrs[n.RB_GENERAL_MONITOR_RULES] = list(hints)
@@ -96,22 +98,28 @@ class ChatSpans:
             attrs[n.GEN_AI_INPUT_MESSAGES] = self._content.text(input_messages)
         content = self._content.split(attrs)  # the mode decides: span attributes, an event, or both
         span = self._tracer.start_span(
-            f"{n.OP_CHAT} {request_model}", context=parent, kind=SpanKind.CLIENT, attributes=attrs
+            f"{n.OP_CHAT} {request_model}",
+            context=parent,
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=None if start_time is None else ns(start_time),
         )
+        started = time.perf_counter() - (0.0 if start_time is None else max(time.time() - start_time, 0.0))
         for name, event_attrs in evaluation_events(entry.monitors_fired, monitor_scores or {}):
             span.add_event(name, event_attrs)
         for rule in hints:
             span.add_event(n.EVENT_GENERAL_MONITOR_HINT, {n.RB_GENERAL_MONITOR_RULE: rule})
-        self._live[entry.step] = LiveChat(
-            span, time.perf_counter(), provider, request_model, composite, attrs, content=content
-        )
+        self._live[entry.step] = LiveChat(span, started, provider, request_model, composite, attrs, content=content)
         return trace.set_span_in_context(span)
 
-    def respond(self, step: int, response: ChatResponse) -> None:
-        """Keep what the provider reported for the live span of ``step`` (set when it ends)."""
+    def respond(self, step: int, response: ChatResponse | None, end_time: float | None = None) -> None:
+        """Keep what the provider reported for the live span of ``step`` (set when it ends), and when the model
+        answered (``end_time``, seconds: the span ends then rather than when the step is recorded)."""
         live = self._live.get(step)
         if live is not None:
-            live.response = response
+            if response is not None:
+                live.response = response
+            live.answered_at = end_time
 
     def fail(self, step: int, error: BaseException, *, state: FSMState) -> None:
         """End the live span of ``step`` with the model's exception (which the caller re-raises)."""
@@ -199,8 +207,10 @@ class ChatSpans:
         re-validates its value, and most were already set at ``start_span``)."""
         started = live.start_attributes
         changed = {k: v for k, v in attrs.items() if started.get(k, _UNSET) != v}
-        duration = time.perf_counter() - live.started
-        return _Ending(live.span, changed, time.time_ns(), duration, live.provider, live.request_model)
+        now_perf, now_wall = time.perf_counter(), time.time()
+        ended = now_wall if live.answered_at is None else min(live.answered_at, now_wall)
+        duration = max(now_perf - live.started - (now_wall - ended), 0.0)
+        return _Ending(live.span, changed, ns(ended), duration, live.provider, live.request_model)
 
     def _retroactive(
         self,

@@ -29,7 +29,7 @@ __all__ = ["ChatInvocation", "ToolInvocation"]
 class _Owner(Protocol):
     """What an invocation needs from the run that opened it (``RunRecorder``)."""
 
-    def _chat_response(self, step: int, response: ChatResponse) -> None: ...
+    def _chat_response(self, step: int, response: ChatResponse | None, end_time: float | None) -> None: ...
 
     def _chat_failed(self, step: int, error: BaseException) -> None: ...
 
@@ -81,10 +81,11 @@ class ChatInvocation(_Invocation):
         super().__init__(recorder, context)
         self.step = step
 
-    def stop(self, response: ChatResponse | None = None) -> None:
-        """The model returned: keep ``response`` for the span, which ends when the step is recorded."""
-        if self._end() and response is not None:
-            self._owner._chat_response(self.step, response)
+    def stop(self, response: ChatResponse | None = None, *, end_time: float | None = None) -> None:
+        """The model returned: keep ``response`` for the span, which ends when the step is recorded, or at
+        ``end_time`` (seconds, wall clock: when the model answered, for an adapter that learns of it later)."""
+        if self._end() and (response is not None or end_time is not None):
+            self._owner._chat_response(self.step, response, end_time)
 
     def fail(self, error: BaseException) -> None:
         """The model raised ``error``: end the span with it now."""

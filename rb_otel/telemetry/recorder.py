@@ -224,10 +224,12 @@ class RunRecorder:
         monitor_scores: Mapping[str, float] | None = None,
         hints: Sequence[str] = (),
         current: bool = True,
+        start_time: float | None = None,
     ) -> ChatInvocation:
         """Open the live ``chat`` span of ``entry.step``, current until the returned invocation stops or fails (so
         provider SDK spans nest under it; ``current=False`` for an adapter whose start and end run in different
-        contexts, e.g. callbacks on separate tasks). Each monitor in ``entry.monitors_fired`` becomes a
+        contexts, e.g. callbacks on separate tasks; ``start_time``, seconds, backdates a call the adapter learns of
+        only once it has answered). Each monitor in ``entry.monitors_fired`` becomes a
         ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``; each rule in ``hints`` (hints a
         companion middleware added to this call's messages) a ``rb.general_monitor.hint`` event."""
         context = self._chats.open(
@@ -240,11 +242,12 @@ class RunRecorder:
             input_messages=input_messages,
             monitor_scores=monitor_scores,
             hints=hints,
+            start_time=start_time,
         )
         return ChatInvocation(self, entry.step, context if current else None)
 
-    def _chat_response(self, step: int, response: ChatResponse) -> None:
-        self._chats.respond(step, response)
+    def _chat_response(self, step: int, response: ChatResponse | None, end_time: float | None) -> None:
+        self._chats.respond(step, response, end_time)
 
     def _chat_interrupted(self, entry: StepLogEntry, steering_ms: float | None) -> None:
         self.step(self.info.run_id, entry, steering_ms=steering_ms)

@@ -23,6 +23,9 @@ class LiveChat:
     #: The attributes the span was started with: at the end only what changed is set again.
     start_attributes: Attributes
     response: ChatResponse | None = None
+    #: When the model answered (seconds, wall clock), if the adapter learnt of it later; else the span ends
+    #: when the step is recorded.
+    answered_at: float | None = None
     #: Content held for the span's content event (EVENT modes), added with the rest when the call ends.
     content: dict[str, Any] | None = None
 

@@ -161,6 +161,7 @@ def test_framework_sdks_are_extras_and_the_core_never_imports_them() -> None:
         "import sys, rb_otel\n"
         "from rb_otel import ReasonBlocks, run_messages_agent_loop\n"
         "rb = ReasonBlocks(); rb.session(agent_name='x'); rb.claude_messages_session(agent_name='y')\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'agents', 'claude_agent_sdk', 'openai'}))\n"
+        "sdks = {'anthropic', 'agents', 'claude_agent_sdk', 'openai'}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & sdks))\n"
     )
     assert out.strip() == "[]"  # the Messages loop drives any client that has messages.create

@@ -264,7 +264,7 @@ def test_model_errors_reach_the_caller_unchanged_and_every_span_ends(
         api.add("/v1/chat/completions", chat_reply(0))
         api.add("/v1/chat/completions", reply)
         model = rb.openai_model(chat_model(api, max_retries=0, timeout=0.5))
-        with pytest.raises(Exception) as caught, hooks:  # noqa: PT011 - the client's own exception, by name below
+        with pytest.raises(Exception) as caught, hooks:
             run(calc_agent(model), hooks)
     assert type(caught.value).__name__ == error
     rb.telemetry.flush()

@@ -64,7 +64,8 @@ class ScriptedModelAPI:
                 payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 try:
                     self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
+                    if "content-type" not in {k.lower() for k in reply.headers}:
+                        self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(payload)))
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
@@ -161,6 +162,12 @@ def by_turn(replies: list[Reply]) -> Callable[[str, Any], Reply]:
         return replies[min(assistant_turns(body), len(replies) - 1)]
 
     return respond
+
+
+def sse(chunks: list[Any]) -> Reply:
+    """A server-sent-events stream of JSON ``chunks`` ending with ``[DONE]`` (OpenAI's streaming format)."""
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    return Reply(raw=body.encode(), headers={"content-type": "text/event-stream"})
 
 
 def spans_text(spans: Iterator[Any] | list[Any]) -> str:

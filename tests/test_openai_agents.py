@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import Otel, add, calc_script
 from langchain.agents import create_agent
-from model_api import Reply, ScriptedModelAPI, spans_text
+from model_api import Reply, ScriptedModelAPI, spans_text, sse
 from opentelemetry.trace import StatusCode
 
 from rb_otel import ReasonBlocks
@@ -106,7 +106,24 @@ def chat_reply(done: int, n_calls: int = 4) -> Reply:
     )
 
 
+def chat_stream(done: int) -> Reply:
+    """:func:`chat_reply` as Chat Completions stream chunks (usage in the last one)."""
+    message = chat_reply(done).body["choices"][0]["message"]
+    base = {"id": f"chatcmpl-{done}", "object": "chat.completion.chunk", "created": 0, "model": "gpt-test"}
+    delta: dict[str, Any] = {"role": "assistant", "content": message["content"]}
+    chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}]
+    for i, call in enumerate(message.get("tool_calls", ())):
+        tool_delta = {"index": i, "id": call["id"], "type": "function", "function": call["function"]}
+        chunks.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": [tool_delta]}, "finish_reason": None}]})
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}})
+    return sse(chunks)
+
+
 def respond(path: str, body: Any) -> Reply:
+    if path.endswith("/chat/completions") and body.get("stream"):
+        return chat_stream(sum(1 for m in body["messages"] if m.get("role") == "tool"))
     if path.endswith("/chat/completions"):
         return chat_reply(sum(1 for m in body["messages"] if m.get("role") == "tool"))
     return responses_reply(sum(1 for i in body["input"] if i.get("type") == "function_call_output"))
@@ -189,6 +206,31 @@ def test_the_steered_model_injects_guidance_and_the_hooks_add_no_second_chat_spa
     assert first_system["role"] == "system" and first_system["content"].startswith(PROMPT + "\n\n[REASONBLOCKS]\n")
     sources = otel.spans("chat ")[0].attributes
     assert sources is not None and "E3Injection" in sources["rb.injection_sources"]
+
+
+def test_a_streamed_run_is_steered_and_recorded_like_a_plain_one(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    config = agents.RunConfig(tracing_disabled=True)
+
+    async def streamed(api: ScriptedModelAPI) -> Any:
+        agent = calc_agent(rb.openai_model(chat_model(api), agent_name="calc"))
+        result = agents.Runner.run_streamed(
+            agent, "what is 1+2?", hooks=rb.openai_hooks(agent_name="calc"), run_config=config
+        )
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    with ScriptedModelAPI(respond) as api:
+        result = asyncio.run(streamed(api))
+    assert result.final_output == "The answer is 30."
+    assert all(r.body.get("stream") for r in api.requests)
+    assert api.requests[0].body["messages"][0]["content"].startswith(PROMPT + "\n\n[REASONBLOCKS]\n")
+    rb.telemetry.flush()
+    assert [s[1] for s in _steps(otel)] == ["INIT", "NORMAL", "NORMAL", "NORMAL", "NORMAL"]
+    assert [s[3] for s in _steps(otel)] == [("add_numbers",)] * 4 + [()]
+    (root,) = otel.spans("invoke_agent")
+    assert root.attributes["rb.outcome"] == "success" and root.attributes["rb.tokens"] == 150
 
 
 def test_the_model_alone_opens_and_ends_each_run(otel: Otel) -> None:

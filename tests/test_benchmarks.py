@@ -73,6 +73,7 @@ def test_floors_benchmark_measures_each_floor_with_the_spans_it_claims(tmp_path:
         "no steering, no-op OTel": 0,
         "no steering, SDK": 10,
         "rb-otel (full)": 10,
+        "rb-otel model wrapper (full)": 10,
     }
     assert all(row["bare_ms"] > 0 and row["variant_ms"] > 0 for row in result["agent"])
     assert result["sdk_chat_spans_per_s"] > 0
@@ -80,7 +81,7 @@ def test_floors_benchmark_measures_each_floor_with_the_spans_it_claims(tmp_path:
 
 def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:
     """compare.py's worker protocol, with the variants that need no peer package (bare, rb-otel)."""
-    for variant, spans in (("bare", 0), ("rb-otel", 10)):
+    for variant, spans in (("bare", 0), ("rb-otel", 10), ("rb-otel-wrapper", 10)):
         done = subprocess.run(
             [sys.executable, str(BENCHMARKS / "peer_run.py"), variant, "--warmup", "2"],
             input="5 3\n1 2\nquit\n",

@@ -724,3 +724,30 @@ def test_a_finished_run_leaves_no_reference_cycles(otel: Otel) -> None:
     )
     assert ours == []
     check_tree(otel, runs=4)
+
+
+def test_a_finished_runs_session_and_recorder_are_freed(otel: Otel) -> None:
+    # Nothing process-wide may keep a finished run alive (only its step log stays, in the middleware's history).
+    import gc
+    import weakref
+
+    from rb_otel.steering.session import SteeringSession
+
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
+    agent.invoke({"messages": [("user", "x")]})
+    session = mw.session
+    assert isinstance(session, SteeringSession)
+    gone = weakref.ref(session)
+    recorder = weakref.ref(session.emitter)  # type: ignore[arg-type]
+    del session
+    for _ in range(3):
+        agent.invoke({"messages": [("user", "y")]})
+    gc.collect()
+    assert gone() is None and recorder() is None
+    manual = rb.session(agent_name="manual")
+    manual.finish()
+    freed = weakref.ref(manual)
+    del manual
+    gc.collect()
+    assert freed() is None

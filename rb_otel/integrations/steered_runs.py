@@ -47,14 +47,16 @@ class SteeredRun:
     recorder: RunRecorder
 
 
-#: Every run a factory opened, by its session (weakly): adapters given a bare session find its telemetry here.
-_RUNS_BY_SESSION: weakref.WeakKeyDictionary[SteeringSession, SteeredRun] = weakref.WeakKeyDictionary()
+#: The recorder of every session a factory opened, the session held weakly: adapters given a bare session find
+#: its telemetry here. (The value must not refer to its key, or the entry would keep the session alive forever.)
+_RECORDERS: weakref.WeakKeyDictionary[SteeringSession, RunRecorder] = weakref.WeakKeyDictionary()
 
 
 def steered_run_of(session: SteeringSession) -> SteeredRun | None:
     """The run (session and recorder) ``session`` belongs to, if a :class:`RunFactory` opened it
     (``rb.session()``, ``rb.claude_messages_session()``); ``None`` for a session built by hand."""
-    return _RUNS_BY_SESSION.get(session)
+    recorder = _RECORDERS.get(session)
+    return None if recorder is None else SteeredRun(session, recorder)
 
 
 class RunFactory:
@@ -132,9 +134,8 @@ class RunFactory:
             routing_ids=self.routing_ids if routing_ids is None else routing_ids,
             steer=steer,
         )
-        run = SteeredRun(session, recorder)
-        _RUNS_BY_SESSION[session] = run
-        return run
+        _RECORDERS[session] = recorder
+        return SteeredRun(session, recorder)
 
     def with_telemetry(self, telemetry: Telemetry) -> RunFactory:
         """The same configuration recording to ``telemetry`` (experiments force telemetry on in both arms)."""

@@ -24,6 +24,7 @@ class AgentRun(SteeredRun):
     last_timestamp: float | None = None
     hints: list[str] = field(default_factory=list)  # companion middleware's hints for the next model call
     touched: float = field(default_factory=time.monotonic)
+    run_id_in_state: bool = False  # the stateful middleware wrote rb_run_id (once per run: it does not change)
 
     @property
     def step_log(self) -> list[StepLogEntry]:

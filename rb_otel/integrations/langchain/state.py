@@ -60,5 +60,8 @@ class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):
             response = response.model_response
         elif isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
-        update: Command[Any] = Command(update={"rb_run_id": run.key, "rb_step_log": [entry.as_dict()]})
-        return ExtendedModelResponse(model_response=response, command=update)
+        values: dict[str, Any] = {"rb_step_log": [entry.as_dict()]}
+        if not run.run_id_in_state:  # a channel written once per run, not on every step
+            values["rb_run_id"] = run.key
+            run.run_id_in_state = True
+        return ExtendedModelResponse(model_response=response, command=Command(update=values))

@@ -7,20 +7,18 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import Otel, add, calc_script
-from langchain.agents import create_agent
+from adapter_parity import PROMPT, STEP_KEYS, langchain_reference, span_tree, step_rows
+from conftest import Otel
 from model_api import Reply, ScriptedModelAPI, anthropic_error, by_turn, message, spans_text, text, thinking, tool_use
 from opentelemetry.trace import StatusCode
 
 from rb_otel import ReasonBlocks, arun_messages_agent_loop, run_messages_agent_loop
-from rb_otel.testing import ScriptedChatModel
 
 anthropic = pytest.importorskip("anthropic", reason="the Anthropic SDK is the [anthropic] extra")
 
 KEY = "sk-ant-test-NEVER-IN-TELEMETRY-0123456789"
 THOUGHT = "Adding the next pair of numbers."
 TOOLS = [{"name": "add", "description": "Add two integers.", "input_schema": {"type": "object"}}]
-PROMPT = "You are a calculator."
 
 
 def calc_replies(n_calls: int = 4, **usage: int) -> list[Reply]:
@@ -54,18 +52,6 @@ def loop(api: ScriptedModelAPI, session: Any = None, **kw: Any) -> dict[str, Any
     )
 
 
-def _tree(otel: Otel) -> list[tuple[str, str | None]]:
-    spans = sorted(otel.exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
-    names = {s.context.span_id: s.name.split(" ")[0] for s in spans}
-    return [(s.name.split(" ")[0], names.get(s.parent.span_id) if s.parent else None) for s in spans]
-
-
-def _steps(otel: Otel) -> list[tuple[Any, ...]]:
-    chats = sorted(otel.spans("chat "), key=lambda s: s.start_time or 0)
-    keys = ("rb.step", "rb.fsm_state", "rb.difficulty", "rb.tool_calls", "rb.injection_sources")
-    return [tuple((s.attributes or {}).get(k) for k in keys) for s in chats]
-
-
 def test_a_plain_loop_runs_tools_and_returns_the_documented_dict() -> None:
     messages = [{"role": "user", "content": "what is 1+2?"}]
     with ScriptedModelAPI(by_turn(calc_replies())) as api:
@@ -79,25 +65,16 @@ def test_a_plain_loop_runs_tools_and_returns_the_documented_dict() -> None:
 
 
 def test_the_same_span_tree_and_steps_as_the_langchain_middleware(otel: Otel) -> None:
+    keys = (*STEP_KEYS, "rb.injection_sources")  # it steers: the same guidance too
+    langchain_tree, langchain_steps = langchain_reference(otel, keys)
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    agent = create_agent(
-        ScriptedChatModel(script=calc_script()),
-        [add],
-        middleware=[rb.middleware(agent_name="calc")],
-        system_prompt=PROMPT,
-    )
-    agent.invoke({"messages": [("user", "what is 1+2?")]})
-    rb.telemetry.flush()
-    langchain_tree, langchain_steps = _tree(otel), _steps(otel)
-    otel.exporter.clear()
-
     session = rb.claude_messages_session(agent_name="calc")
     with ScriptedModelAPI(by_turn(calc_replies())) as api:
         out = loop(api, session)
     rb.telemetry.flush()
     assert out["final_text"] == "The answer is 30."
-    assert _tree(otel) == langchain_tree
-    assert _steps(otel) == langchain_steps
+    assert span_tree(otel) == langchain_tree
+    assert step_rows(otel, keys) == langchain_steps
     assert [e.fsm_state for e in session.step_log] == ["INIT", "NORMAL", "NORMAL", "NORMAL", "NORMAL"]
     (root,) = otel.spans("invoke_agent")
     assert root.attributes["rb.framework"] == "anthropic" and root.attributes["rb.outcome"] == "success"

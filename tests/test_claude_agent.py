@@ -7,17 +7,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import Otel, add, calc_script
-from langchain.agents import create_agent
+from adapter_parity import langchain_reference, span_tree, step_rows
+from conftest import Otel
 from opentelemetry.trace import StatusCode
 
 from rb_otel import ReasonBlocks, claude_agent_telemetry
-from rb_otel.testing import ScriptedChatModel
 
 sdk = pytest.importorskip("claude_agent_sdk", reason="the Claude Agent SDK is the [claude-agent] extra")
 
 THOUGHT = "Adding the next pair of numbers."
-PROMPT = "You are a calculator."
 USAGE = {"input_tokens": 20, "output_tokens": 10, "cache_read_input_tokens": 5}
 
 
@@ -64,40 +62,17 @@ def consume(stream: AsyncIterator[Any]) -> list[Any]:
     return asyncio.run(drain())
 
 
-def _tree(otel: Otel) -> list[tuple[str, str | None]]:
-    spans = sorted(otel.exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
-    names = {s.context.span_id: s.name.split(" ")[0] for s in spans}
-    return [(s.name.split(" ")[0], names.get(s.parent.span_id) if s.parent else None) for s in spans]
-
-
-def _steps(otel: Otel) -> list[tuple[Any, ...]]:
-    chats = sorted(otel.spans("chat "), key=lambda s: s.start_time or 0)
-    return [
-        tuple((s.attributes or {}).get(k) for k in ("rb.step", "rb.fsm_state", "rb.difficulty", "rb.tool_calls"))
-        for s in chats
-    ]
-
-
 @pytest.mark.parametrize("split_turns", [False, True])
 def test_the_same_tree_and_steps_as_the_langchain_middleware(otel: Otel, split_turns: bool) -> None:
+    tree, steps = langchain_reference(otel)
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    agent = create_agent(
-        ScriptedChatModel(script=calc_script()),
-        [add],
-        middleware=[rb.middleware(agent_name="calc")],
-        system_prompt=PROMPT,
-    )
-    agent.invoke({"messages": [("user", "what is 1+2?")]})
-    rb.telemetry.flush()
-    tree, steps = _tree(otel), _steps(otel)
-    otel.exporter.clear()
 
     recorded = calc_stream(split_turns=split_turns)
     seen = consume(claude_agent_telemetry(replay(recorded), rb, agent_name="calc"))
     assert seen == recorded  # every message passes through unchanged
     rb.telemetry.flush()
-    assert _tree(otel) == tree
-    assert _steps(otel) == steps
+    assert span_tree(otel) == tree
+    assert step_rows(otel) == steps
     (root,) = otel.spans("invoke_agent")
     assert root.attributes["rb.outcome"] == "success" and root.attributes["rb.framework"] == "claude-agent-sdk"
     assert root.attributes["rb.tokens"] == 5 * 35

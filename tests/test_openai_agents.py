@@ -9,20 +9,18 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import Otel, add, calc_script
-from langchain.agents import create_agent
+from adapter_parity import PROMPT, langchain_reference, span_tree, step_rows
+from conftest import Otel
 from model_api import Reply, ScriptedModelAPI, spans_text, sse
 from opentelemetry.trace import StatusCode
 
 from rb_otel import ReasonBlocks
-from rb_otel.testing import ScriptedChatModel
 
 agents = pytest.importorskip("agents", reason="the OpenAI Agents SDK is the [openai-agents] extra")
 openai = pytest.importorskip("openai")
 
 KEY = "sk-openai-test-NEVER-IN-TELEMETRY-987654321"
 THOUGHT = "Adding the next pair of numbers."
-PROMPT = "You are a calculator."
 USAGE = {"input_tokens": 20, "output_tokens": 10, "total_tokens": 30}
 
 
@@ -150,35 +148,9 @@ def calc_agent(model: Any) -> Any:
     return agents.Agent(name="calc", instructions=PROMPT, tools=[add_numbers], model=model)
 
 
-def _tree(otel: Otel) -> list[tuple[str, str | None]]:
-    spans = sorted(otel.exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
-    names = {s.context.span_id: s.name.split(" ")[0] for s in spans}
-    return [(s.name.split(" ")[0], names.get(s.parent.span_id) if s.parent else None) for s in spans]
-
-
-def _steps(otel: Otel, keys: tuple[str, ...] = ("rb.step", "rb.fsm_state", "rb.difficulty", "rb.tool_calls")) -> Any:
-    chats = sorted(otel.spans("chat "), key=lambda s: s.start_time or 0)
-    return [tuple((s.attributes or {}).get(k) for k in keys) for s in chats]
-
-
-def _langchain_reference(otel: Otel) -> tuple[Any, Any]:
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    agent = create_agent(
-        ScriptedChatModel(script=calc_script()),
-        [add],
-        middleware=[rb.middleware(agent_name="calc")],
-        system_prompt=PROMPT,
-    )
-    agent.invoke({"messages": [("user", "what is 1+2?")]})
-    rb.telemetry.flush()
-    reference = _tree(otel), _steps(otel)
-    otel.exporter.clear()
-    return reference
-
-
 @pytest.mark.parametrize("api_kind", ["responses", "chat_completions"])
 def test_hooks_record_the_same_tree_and_steps_as_the_langchain_middleware(otel: Otel, api_kind: str) -> None:
-    tree, steps = _langchain_reference(otel)
+    tree, steps = langchain_reference(otel)
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
     hooks = rb.openai_hooks(agent_name="calc")
     with ScriptedModelAPI(respond) as api:
@@ -186,8 +158,8 @@ def test_hooks_record_the_same_tree_and_steps_as_the_langchain_middleware(otel: 
         result = run(calc_agent(model), hooks)
     assert result.final_output == "The answer is 30."
     rb.telemetry.flush()
-    assert _tree(otel) == tree
-    assert _steps(otel) == [(s[0], s[1], s[2], ("add_numbers",) if s[3] else s[3]) for s in steps]
+    assert span_tree(otel) == tree
+    assert step_rows(otel) == [(s[0], s[1], s[2], ("add_numbers",) if s[3] else s[3]) for s in steps]
     (root,) = otel.spans("invoke_agent")
     assert root.attributes["rb.outcome"] == "success" and root.attributes["rb.framework"] == "openai-agents"
     assert root.attributes["rb.tokens"] == 5 * 30  # every response's tokens, once
@@ -227,8 +199,8 @@ def test_a_streamed_run_is_steered_and_recorded_like_a_plain_one(otel: Otel) -> 
     assert all(r.body.get("stream") for r in api.requests)
     assert api.requests[0].body["messages"][0]["content"].startswith(PROMPT + "\n\n[REASONBLOCKS]\n")
     rb.telemetry.flush()
-    assert [s[1] for s in _steps(otel)] == ["INIT", "NORMAL", "NORMAL", "NORMAL", "NORMAL"]
-    assert [s[3] for s in _steps(otel)] == [("add_numbers",)] * 4 + [()]
+    assert [s[1] for s in step_rows(otel)] == ["INIT", "NORMAL", "NORMAL", "NORMAL", "NORMAL"]
+    assert [s[3] for s in step_rows(otel)] == [("add_numbers",)] * 4 + [()]
     (root,) = otel.spans("invoke_agent")
     assert root.attributes["rb.outcome"] == "success" and root.attributes["rb.tokens"] == 150
 
@@ -247,7 +219,7 @@ def test_the_model_alone_opens_and_ends_each_run(otel: Otel) -> None:
     rb.telemetry.flush()
     roots = otel.spans("invoke_agent")
     assert len(roots) == 2 and {r.attributes["rb.outcome"] for r in roots} == {"success"}
-    assert _tree(otel).count(("chat", "invoke_agent")) == 10
+    assert span_tree(otel).count(("chat", "invoke_agent")) == 10
 
 
 def test_routing_builds_each_routed_model_once_through_the_factory(otel: Otel) -> None:

@@ -49,11 +49,13 @@ mutate: $(STAMP)
 ## bench: steering core, middleware overhead, floors, and rb-otel vs peers in fresh processes (numbers, not assertions)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_steering.py
+	$(BIN)/python benchmarks/bench_steering.py --scorer pilot --evict-mb 0
 	$(BIN)/python benchmarks/bench_pilot.py
 	$(BIN)/python benchmarks/bench_middleware.py
 	$(BIN)/python benchmarks/bench_floors.py
 	$(BIN)/python benchmarks/bench_export.py
 	$(BIN)/python benchmarks/compare.py
+	$(BIN)/python benchmarks/ab_release.py
 
 ## bench-floors: what the framework and the OpenTelemetry SDK cost before any steering
 bench-floors: $(STAMP)

@@ -7,7 +7,7 @@ agent, LangGraph's work between two model calls evicts the core from the caches,
 slower than in this tight loop; ``--evict-mb`` megabytes are touched before each step (outside the timing) to show
 that cost without an agent. Numbers, not assertions.
 
-    python benchmarks/bench_steering.py [--rounds 5] [--evict-mb 32] [--json FILE]
+    python benchmarks/bench_steering.py [--rounds 5] [--evict-mb 32] [--scorer heuristic|pilot] [--json FILE]
 """
 
 from __future__ import annotations
@@ -35,10 +35,14 @@ def evictor(megabytes: int) -> Callable[[], None]:
     return evict
 
 
-def run_steps(n: int, corpus: list[tuple[str, str, str]], evict: Callable[[], None] | None = None) -> list[float]:
+def run_steps(
+    n: int, corpus: list[tuple[str, str, str]], evict: Callable[[], None] | None = None, scorer: str = "heuristic"
+) -> list[float]:
     session = SteeringSession(
         score_fn=ReasonBlocks.score_step,
-        fsm=DifficultyFSM(),
+        scorer=None if scorer == "heuristic" else scorer,
+        agent="bench|model",
+        fsm=DifficultyFSM() if scorer == "heuristic" else None,
         state_manager=TraceStateManager(),
         injections=create_injections(),
         run_metadata={"task": "fix the pixel data bug"},
@@ -79,16 +83,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds over all run lengths (this VM's speed drifts)")
     parser.add_argument("--evict-mb", type=int, default=32, help="megabytes touched before each cold step (0: skip)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--scorer", choices=["heuristic", "pilot"], default="heuristic", help="the step scorer")
     args = parser.parse_args()
     corpus = thoughts()
-    run_steps(200, corpus)  # warm-up: caches, regexes, the default store
+    print(f"scorer: {args.scorer}")
+    run_steps(200, corpus, scorer=args.scorer)  # warm-up: caches, regexes, the default store
     lengths = (10, 100, 1000, 10000)
     medians: dict[int, list[float]] = {n: [] for n in lengths}
     p90s: dict[int, list[float]] = {n: [] for n in lengths}
     tails: dict[int, list[float]] = {n: [] for n in lengths}
     for _ in range(args.rounds):  # interleaved, so a slow minute of the machine hits every length alike
         for n in lengths:
-            t = run_steps(n, corpus)
+            t = run_steps(n, corpus, scorer=args.scorer)
             medians[n].append(statistics.median(t))
             p90s[n].append(statistics.quantiles(t, n=10)[-1])
             tails[n].append(statistics.median(t[-max(n // 10, 1) :]))
@@ -108,7 +114,7 @@ def main() -> None:
         )
     if args.evict_mb > 0:
         evict = evictor(args.evict_mb)
-        cold = [statistics.median(run_steps(100, corpus, evict)) for _ in range(args.rounds)]
+        cold = [statistics.median(run_steps(100, corpus, evict, args.scorer)) for _ in range(args.rounds)]
         results["cold_caches_100_steps"] = {"median_us": statistics.median(cold), "evict_mb": args.evict_mb}
         print(f"cold caches ({args.evict_mb} MB touched before each step), 100-step runs: median "
               f"{statistics.median(cold):.1f} us per step")  # fmt: skip

@@ -129,6 +129,7 @@ def main() -> None:
     per_call_us: dict[str, list[float]] = {v: [] for v in chosen}
     one_call_ms: dict[str, list[float]] = {v: [] for v in chosen}
     spans: dict[str, float] = {}
+    calls: dict[str, dict[str, float]] = {}
     rss: dict[str, list[float]] = {v: [] for v in chosen}
     for p in range(args.passes):
         workers = {v: Worker(python, v) for v in chosen}
@@ -136,6 +137,7 @@ def main() -> None:
             info = worker.ready()
             if info is not None:
                 spans[v] = info["spans_per_run"]
+                calls[v] = info.get("calls_per_run", {})
         for r in range(args.rounds):
             shift = (p * args.rounds + r) % len(chosen)
             order = chosen[shift:] + chosen[:shift]
@@ -172,7 +174,7 @@ def main() -> None:
             f"| {_median(ratios[v], '.2f')}x | {_median(per_call_us[v], '.0f')} "
             f"| {_median(one_call_ms[v], '.2f')} | {spans.get(v, 0):.0f} | {_median(rss[v], '.1f')} |"
         )
-    table = "\n".join(lines) + _against_peers(per_call_us, one_call_ms)
+    table = "\n".join(lines) + _against_peers(per_call_us, one_call_ms) + _calls_table(calls)
     header = (
         f"# Benchmark: {args.passes} passes x {args.rounds} rounds x {args.runs} runs per variant and workload\n\n"
         f"Workload: create_agent, scripted model, {MODEL_CALLS} model calls and 4 tool calls per run (the 1-call "
@@ -210,6 +212,18 @@ def _against_peers(per_call_us: dict[str, list[float]], one_call_ms: dict[str, l
                     f"- {workload}: {ours}'s overhead is {fraction:.2f}x that of the cheapest peer ({cheapest})"
                 )
     return "\n\n" + "\n".join(lines) if lines else ""
+
+
+def _calls_table(calls: dict[str, dict[str, float]]) -> str:
+    """Python function calls per run over the bare agent's (deterministic: the same on a busy minute)."""
+    bare = calls.get("bare")
+    if not bare:
+        return ""
+    lines = ["", "", "| variant | extra calls per 5-call run | extra calls per 1-call run |", "|---|---|---|"]
+    for v, counts in calls.items():
+        if v != "bare" and counts:
+            lines.append(f"| {v} | {counts['5'] - bare['5']:+,.0f} | {counts['1'] - bare['1']:+,.0f} |")
+    return "\n".join(lines)
 
 
 def _median(values: list[float], fmt: str) -> str:

@@ -2,7 +2,8 @@
 
     python benchmarks/peer_run.py VARIANT [--warmup 20]
 
-It builds the variant's agents, warms them up and prints ``{"ready": true, "spans_per_run": ...}``; then each
+It builds the variant's agents, warms them up and prints ``{"ready": true, "spans_per_run": ..., "calls_per_run":
+{"5": ..., "1": ...}}`` (Python function calls per run of each workload, counted by cProfile); then each
 line ``CALLS RUNS`` on stdin (``5 4``: four runs of the 5-call workload; ``1 4``: of the 1-call one) is answered
 with the JSON list of those runs' times in ms (the span exporter is drained after each command, outside the
 timing), and ``quit`` with ``{"rss_growth_mb": ...}``. The coordinator keeps every variant's process alive and
@@ -50,6 +51,19 @@ SCRIPT.append(AIMessage("The answer is 30."))
 PROMPT = "You are a calculator."
 #: The 1-call workload: one model call, no tool (the fixed per-run cost of each package).
 ONE_CALL = [AIMessage("The answer is 3.")]
+
+
+def _calls_per_run(run: Any, runs: int = 5) -> float:
+    """Python function calls per run (cProfile's count: deterministic, unlike the timings of a busy machine)."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(runs):
+        run()
+    profile.disable()
+    return float(pstats.Stats(profile).total_calls) / runs  # type: ignore[attr-defined]
 
 
 def _rss_mb() -> float:
@@ -156,9 +170,12 @@ def main() -> None:
     for _ in range(args.warmup):
         invoke(1)
     drain()
+    calls = {n: _calls_per_run(lambda n=n: invoke(n)) for n in (5, 1)}
+    drain()
     gc.collect()
     rss_before = _rss_mb()
-    print(json.dumps({"ready": True, "variant": args.variant, "spans_per_run": spans_per_run}), flush=True)
+    ready = {"ready": True, "variant": args.variant, "spans_per_run": spans_per_run, "calls_per_run": calls}
+    print(json.dumps(ready), flush=True)
     for line in sys.stdin:
         command = line.split()
         if not command or command[0] == "quit":

@@ -272,3 +272,17 @@ def test_the_sync_loop_refuses_an_async_client() -> None:
             tool_specs=[],
             dispatch=dispatch,
         )
+
+
+def test_a_failing_steering_core_never_stops_the_loop(caplog: pytest.LogCaptureFixture) -> None:
+    from rb_otel import SteeringSession, TraceStateManager
+
+    class BrokenSession(SteeringSession):
+        def begin_step(self, **kwargs: Any) -> Any:
+            raise RuntimeError("steering is broken")
+
+    with ScriptedModelAPI(by_turn(calc_replies())) as api:
+        out = loop(api, BrokenSession(score_fn=len, state_manager=TraceStateManager(), injections=[]))
+    assert out["final_text"] == "The answer is 30." and len(out["tool_calls"]) == 4
+    assert all(r.body["system"] == PROMPT for r in api.requests)  # every call went out unmodified
+    assert caplog.text.count("steering the call failed, calling the model unmodified") == 5

@@ -2,8 +2,9 @@
 
 The Anthropic Messages loop, the OpenAI Agents SDK model and hooks all do the same four things around a model
 call; this is that sequence once, on the invocation API (``RunRecorder.start_chat`` -> ``ChatInvocation``) and the
-session, so every adapter produces the spans, step log and metrics the LangChain middleware does. Never raises:
-a failure in here is logged and the adapter's call goes ahead.
+session, so every adapter produces the spans, step log and metrics the LangChain middleware does. Recording never
+raises (a failure is logged and the adapter's call goes ahead); ``begin`` runs the steering core, which the adapter
+guards like the middleware does (a failure there sends the call out unmodified).
 """
 
 from __future__ import annotations

@@ -181,15 +181,20 @@ class _Loop:
         if self.stop_reason != "max_steps" or self.calls >= self.max_steps:
             self.finish("success" if self.stop_reason != "max_steps" else "failure: max_steps")
             return None
-        call = self._steer()
-        model, system = self.model, self.system
-        if call is not None:
-            model = strip_provider(call.decision.model_override or self.model)
-            guidance = call.decision.rendered_injection_text
-            if guidance:
-                base = [{"type": "text", "text": self.system}] if self.system else []
-                system = system_blocks(base, guidance, cache_control=True)  # type: ignore[assignment]
-            call.open(request_model=model, provider=_PROVIDER, input_messages=self.messages)
+        model: str = self.model
+        system: str | list[dict[str, Any]] = self.system
+        try:
+            call = self._steer()
+            if call is not None:
+                model = strip_provider(call.decision.model_override or self.model)
+                guidance = call.decision.rendered_injection_text
+                if guidance:
+                    base = [{"type": "text", "text": self.system}] if self.system else []
+                    system = system_blocks(base, guidance, cache_control=True)
+                call.open(request_model=model, provider=_PROVIDER, input_messages=self.messages)
+        except Exception:  # a steering failure never stops the agent: this call goes out unmodified
+            _log.warning("steering the call failed, calling the model unmodified", exc_info=True)
+            call, model, system = None, self.model, self.system
         kwargs: dict[str, Any] = {"model": model, "max_tokens": self.max_tokens, "messages": list(self.messages)}
         if system:
             kwargs["system"] = system

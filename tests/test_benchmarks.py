@@ -93,6 +93,8 @@ def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:
         )
         assert done.returncode == 0, done.stderr[-2000:]
         ready, five, one, end = (json.loads(line) for line in done.stdout.strip().splitlines())
+        calls = ready.pop("calls_per_run")
         assert ready == {"ready": True, "variant": variant, "spans_per_run": spans}
+        assert set(calls) == {"5", "1"} and calls["5"] > calls["1"] > 1000  # Python calls per run of each workload
         assert len(five) == 3 and len(one) == 2 and all(t > 0 for t in five + one)
         assert set(end) == {"rss_growth_mb"}

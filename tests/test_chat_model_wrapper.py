@@ -14,6 +14,9 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, interrupt
 from opentelemetry.trace import StatusCode
 
 from rb_otel import ReasonBlocks
@@ -194,3 +197,29 @@ def test_bind_tools_builds_one_copy_per_tool_set() -> None:
     first: Runnable[LanguageModelInput, Any] = model.bind_tools([add])
     assert model.bind_tools([add]) is first
     assert model.bind_tools([add], tool_choice="any") is not first
+
+
+@tool
+def ask_human(question: str) -> str:
+    """Ask the human (interrupts the graph until resumed)."""
+    return str(interrupt(question))
+
+
+def test_an_interrupt_is_not_an_error_and_the_resume_continues_the_run(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    script = [tool_call("ask_human", {"question": "ok?"}, "q1", content="Asking."), AIMessage("Thanks, done.")]
+    model = rb.chat_model(ScriptedChatModel(script=script), agent_name="calc")
+    agent = create_agent(model, [ask_human], checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t1"}}
+    assert "__interrupt__" in agent.invoke({"messages": [("user", "x")]}, config)
+    out = agent.invoke(Command(resume="yes"), config)
+    assert out["messages"][-1].content == "Thanks, done."
+    rb.telemetry.flush()
+    first, second = sorted(otel.spans("invoke_agent"), key=lambda s: s.start_time or 0)
+    assert first.attributes["rb.outcome"] == "interrupted" and second.attributes["rb.outcome"] == "success"
+    assert first.attributes["rb.run_id"] == second.attributes["rb.run_id"]  # one run, resumed
+    assert [e.step for e in model.step_log] == [0, 1]
+    tools = sorted(otel.spans("execute_tool"), key=lambda s: s.start_time or 0)
+    # the interrupted attempt under the first run span, the resumed tool under the second; neither an error
+    assert [t.parent.span_id for t in tools] == [first.context.span_id, second.context.span_id]
+    assert all(t.status.status_code is StatusCode.UNSET for t in tools)

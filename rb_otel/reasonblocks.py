@@ -6,11 +6,13 @@ with a clear message instead of deep inside an agent run.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from rb_otel._arguments import check_arguments
 from rb_otel.backends.rb_api import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.emitters import FanOutEmitter
@@ -18,7 +20,6 @@ from rb_otel.steering.etraces.store import PatternStore
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import BaseInjection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
-from rb_otel.steering.monitors.profiles import resolve_weights
 from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
 from rb_otel.steering.routing import parse_model_routing, routing_ids
 from rb_otel.steering.scorers import Scorer, resolve_scorer, text_scorer_name
@@ -80,7 +81,7 @@ class ReasonBlocks:
         export_runs_to_api: bool = False,
         telemetry_batch_window: float = DEFAULT_BATCH_WINDOW,
     ) -> None:
-        _check_arguments(api_key, fsm_thresholds, task_profile, monitor_weights, score_fn, scorer, steering_budget_s)
+        check_arguments(api_key, fsm_thresholds, task_profile, monitor_weights, score_fn, scorer, steering_budget_s)
         self._api_key = api_key
         self.steering_budget_s = steering_budget_s
         self.client: RbApiClient | None = None
@@ -123,7 +124,6 @@ class ReasonBlocks:
         )
         self._langchain_router: Any = None
         self._forced_runs: RunFactory | None = None
-        self._openai_runs: OpenAIRuns | None = None
         if any(not isinstance(v, str) for v in self.model_routing.values()):
             self._langchain_models()  # model objects are LangChain chat models here: checked now, not mid-run
 
@@ -310,11 +310,9 @@ class ReasonBlocks:
         ``invoke_agent`` span, a ``chat`` span and a step per model response, an ``execute_tool`` span per tool.
         Telemetry only (scored, nothing injected); add :meth:`openai_model` to steer. One instance serves any
         number of runs; as a context manager it fails the runs an escaping exception interrupted."""
-        from rb_otel.integrations.openai_agents.hooks import ReasonBlocksRunHooks
+        from rb_otel.integrations.openai_agents.build import run_hooks
 
-        fields = RunFields(agent_name=agent_name, task=task, framework="openai-agents", model=model)
-        self.runs.watch_agent(agent_name)
-        return ReasonBlocksRunHooks(self._openai_agent_runs(), fields, metadata)
+        return run_hooks(self._openai_runs, agent_name=agent_name, task=task, model=model, metadata=metadata)
 
     def openai_model(
         self,
@@ -329,30 +327,18 @@ class ReasonBlocks:
         ``OpenAIResponsesModel``): guidance in the system instructions, routing through ``model_factory(model_id)``
         (built lazily, cached; without it an override is only noted on the step). ``Agent(model=rb.openai_model(m))``;
         pass ``hooks=rb.openai_hooks(...)`` to the runner too for exact run ends."""
-        from agents.models.interface import Model
+        from rb_otel.integrations.openai_agents.build import steered_model
 
-        from rb_otel.integrations.openai_agents.model import SteeredOpenAIModel
-
-        if not isinstance(model, Model):
-            raise TypeError(
-                f"openai_model() wraps an agents Model (e.g. OpenAIResponsesModel), got {type(model).__name__}"
-            )
-        if model_factory is not None and not callable(model_factory):
-            raise TypeError("model_factory must be a callable: model id -> agents Model")
-        fields = RunFields(
-            agent_name=agent_name, task=task, framework="openai-agents", model=getattr(model, "model", "") or ""
-        )
-        self.runs.watch_agent(agent_name)
-        return SteeredOpenAIModel(
-            model, self._openai_agent_runs(), fields, metadata=metadata, model_factory=model_factory
+        return steered_model(
+            self._openai_runs, model, model_factory=model_factory, agent_name=agent_name, task=task, metadata=metadata
         )
 
-    def _openai_agent_runs(self) -> OpenAIRuns:
+    @functools.cached_property
+    def _openai_runs(self) -> OpenAIRuns:
+        """The open runs of this configuration's OpenAI Agents SDK adapters (hooks and models share them)."""
         from rb_otel.integrations.openai_agents.runs import OpenAIRuns
 
-        if self._openai_runs is None:
-            self._openai_runs = OpenAIRuns(self.runs)
-        return self._openai_runs
+        return OpenAIRuns(self.runs)
 
     def ab_middleware(
         self,
@@ -399,28 +385,3 @@ class ReasonBlocks:
     def flush(self, timeout: float = 5.0) -> None:
         """Do the finished work runs in flight are batching, then force-flush the providers (when they can)."""
         self.telemetry.flush_providers(timeout)
-
-
-def _check_arguments(  # noqa: PLR0917 - the constructor's arguments, checked in one place
-    api_key: str | None,
-    fsm_thresholds: Mapping[str, Any] | None,
-    task_profile: str,
-    monitor_weights: Mapping[str, float] | None,
-    score_fn: Callable[[str], float] | None,
-    scorer: object,
-    steering_budget_s: float,
-) -> None:
-    """Fail at construction, with the argument's name, rather than deep inside an agent run."""
-    if api_key is not None and not isinstance(api_key, str):
-        raise TypeError("api_key must be a str or None")
-    if fsm_thresholds is not None and not isinstance(fsm_thresholds, Mapping):
-        raise TypeError(f"fsm_thresholds must be a mapping, got {type(fsm_thresholds).__name__}")
-    if not isinstance(task_profile, str) or not task_profile:
-        raise ValueError("task_profile must be a non-empty string")
-    resolve_weights(task_profile, monitor_weights)  # unknown profile or bad weight: fail now
-    if score_fn is not None and not callable(score_fn):
-        raise TypeError("score_fn must be callable")
-    if score_fn is not None and scorer not in (None, "heuristic"):
-        raise ValueError("pass score_fn (a fn(thought) -> float) or scorer, not both")
-    if not steering_budget_s > 0:
-        raise ValueError(f"steering_budget_s must be positive, got {steering_budget_s!r}")

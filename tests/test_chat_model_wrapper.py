@@ -26,14 +26,16 @@ HARD = "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with
 PROMPT = "You are a calculator."
 
 
-#: What each ``ToolBindingModel`` call got, in call order.
+#: What each ``ToolBindingModel`` call got, in call order; and which models bound tools, in order.
 BOUND_CALLS: list[dict[str, Any]] = []
+BINDINGS: list[str] = []
 
 
 class ToolBindingModel(ScriptedChatModel):
     """Binds tools as provider models do (a ``RunnableBinding`` with ``tools=``) and records what each call got."""
 
     def bind_tools(self, tools: Any, *, tool_choice: str | None = None, **kwargs: Any) -> Runnable[Any, Any]:
+        BINDINGS.append(self.model_name)
         return self.bind(tools=[t.name for t in tools], **kwargs)
 
     def _generate(
@@ -110,6 +112,7 @@ def test_the_system_block_reaches_the_wrapped_model() -> None:
 
 def test_routing_binds_the_agents_tools_to_the_routed_model(otel: Otel) -> None:
     BOUND_CALLS.clear()
+    BINDINGS.clear()
     script = [tool_call("add", {"a": i, "b": 1}, f"c{i}", content=HARD + f" ({i})") for i in range(8)]
     strong = ToolBindingModel(script=[*script, AIMessage("done")], model_name="strong-1", provider="anthropic")
     base = ToolBindingModel(script=[*script, AIMessage("done")], model_name="base-1", provider="openai")
@@ -122,6 +125,7 @@ def test_routing_binds_the_agents_tools_to_the_routed_model(otel: Otel) -> None:
     assert "SLOW" in states
     assert [c["model"] for c in BOUND_CALLS] == ["strong-1" if s == "SLOW" else "base-1" for s in states]
     assert all(c["tools"] == ["add"] for c in BOUND_CALLS)
+    assert sorted(BINDINGS) == ["base-1", "strong-1"]  # each model's tools bound once, not on every call
     slow = [s for s in otel.spans("chat ") if s.attributes["rb.fsm_state"] == "SLOW"]
     assert slow and all(s.attributes["gen_ai.request.model"] == "strong-1" for s in slow)
 

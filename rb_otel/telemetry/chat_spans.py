@@ -207,10 +207,12 @@ class ChatSpans:
         re-validates its value, and most were already set at ``start_span``)."""
         started = live.start_attributes
         changed = {k: v for k, v in attrs.items() if started.get(k, _UNSET) != v}
-        now_perf, now_wall = time.perf_counter(), time.time()
-        ended = now_wall if live.answered_at is None else min(live.answered_at, now_wall)
-        duration = max(now_perf - live.started - (now_wall - ended), 0.0)
-        return _Ending(live.span, changed, ns(ended), duration, live.provider, live.request_model)
+        duration = time.perf_counter() - live.started
+        if live.answered_at is None:  # the usual case: the call ends now
+            return _Ending(live.span, changed, time.time_ns(), duration, live.provider, live.request_model)
+        late = max(time.time() - live.answered_at, 0.0)  # an adapter that learnt of the answer later
+        ended_ns = time.time_ns() - int(late * 1e9)
+        return _Ending(live.span, changed, ended_ns, max(duration - late, 0.0), live.provider, live.request_model)
 
     def _retroactive(
         self,

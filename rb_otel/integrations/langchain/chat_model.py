@@ -55,6 +55,7 @@ class SteeredChatModel(BaseChatModel):
     steering: ReasonBlocksMiddleware = Field(exclude=True)
     tool_binding: _ToolBinding | None = None
     _bound_copies: dict[Any, SteeredChatModel] = PrivateAttr(default_factory=dict)
+    _bound_targets: dict[int, tuple[BaseChatModel, BaseChatModel, dict[str, Any]]] = PrivateAttr(default_factory=dict)
 
     # -- what the agent and LangChain's callbacks see: the inner model --------------------------------------
 
@@ -91,7 +92,7 @@ class SteeredChatModel(BaseChatModel):
                 self._bound_copies.clear()
             # the copy holds the tools, so their ids in the key stay theirs while the entry exists
             copy = self.model_copy(update={"tool_binding": (tuple(tools), dict(kwargs))})
-            copy._bound_copies = {}
+            copy._bound_copies, copy._bound_targets = {}, {}
             self._bound_copies[key] = copy
         return copy
 
@@ -159,16 +160,25 @@ class SteeredChatModel(BaseChatModel):
         self.steering._after_model(run, call, ModelResponse(result=[reply] if reply is not None else []))
 
     def _target(self, model: BaseChatModel) -> tuple[BaseChatModel, dict[str, Any]]:
-        """``model`` with the agent's tools bound: the model whose ``_generate`` to call, and its bound kwargs."""
+        """``model`` with the agent's tools bound: the model whose ``_generate`` to call, and its bound kwargs.
+
+        Bound once per model (the agent's own, or a routed one) and kept on this tool-bound copy: the agent calls
+        the same copy on every model call, and binding converts every tool's schema again."""
         if self.tool_binding is None:
             return model, {}
+        bound = self._bound_targets.get(id(model))
+        if bound is not None and bound[0] is model:
+            return bound[1], bound[2]
         tools, options = self.tool_binding
-        bound: Runnable[Any, Any] = model.bind_tools(list(tools), **options)
-        if isinstance(bound, RunnableBinding) and isinstance(bound.bound, BaseChatModel):
-            return bound.bound, dict(bound.kwargs)
-        if isinstance(bound, BaseChatModel):
-            return bound, {}
-        raise TypeError(f"{type(model).__name__}.bind_tools returned {type(bound).__name__}, not a chat model")
+        binding: Runnable[Any, Any] = model.bind_tools(list(tools), **options)
+        if isinstance(binding, RunnableBinding) and isinstance(binding.bound, BaseChatModel):
+            target, kwargs = binding.bound, dict(binding.kwargs)
+        elif isinstance(binding, BaseChatModel):
+            target, kwargs = binding, {}
+        else:
+            raise TypeError(f"{type(model).__name__}.bind_tools returned {type(binding).__name__}, not a chat model")
+        self._bound_targets[id(model)] = (model, target, kwargs)  # holds the model: its id stays its own
+        return target, kwargs
 
     def _call(
         self,

@@ -50,6 +50,7 @@ mutate: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_steering.py
 	$(BIN)/python benchmarks/bench_steering.py --scorer pilot --evict-mb 0
+	$(BIN)/python benchmarks/bench_steering.py --scorer pilot --evict-mb 0 --baselines redis
 	$(BIN)/python benchmarks/bench_pilot.py
 	$(BIN)/python benchmarks/bench_middleware.py
 	$(BIN)/python benchmarks/bench_floors.py

@@ -8,15 +8,26 @@ slower than in this tight loop; ``--evict-mb`` megabytes are touched before each
 that cost without an agent. Numbers, not assertions.
 
     python benchmarks/bench_steering.py [--rounds 5] [--evict-mb 32] [--scorer heuristic|pilot] [--json FILE]
+                                        [--baselines memory|sqlite|redis|URL]
+
+``--baselines`` (with the pilot): where the agent's baselines live; every measured run reads its baseline at its
+start and hands its summary to the store at its end, as a live run does. ``sqlite`` is a temporary file,
+``redis`` a ``redis-server`` started for the benchmark on a free port (Debian's package).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
+import socket
 import statistics
+import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from _thoughts import thoughts
 
@@ -36,7 +47,7 @@ def evictor(megabytes: int) -> Callable[[], None]:
 
 
 def run_steps(
-    n: int, corpus: list[tuple[str, str, str]], evict: Callable[[], None] | None = None, scorer: str = "heuristic"
+    n: int, corpus: list[tuple[str, str, str]], evict: Callable[[], None] | None = None, scorer: Any = "heuristic"
 ) -> list[float]:
     session = SteeringSession(
         score_fn=ReasonBlocks.score_step,
@@ -61,7 +72,38 @@ def run_steps(
         )
         session.end_step(decision, tokens=500, tool_calls=[action])
         timings.append((time.perf_counter() - started) * 1e6)
+    session.finish()  # the pilot hands the run's summary to its baseline store
     return timings
+
+
+@contextlib.contextmanager
+def baseline_url(kind: str) -> Iterator[str]:
+    """The store URL for ``--baselines``: a temporary SQLite file, a fresh local redis-server, or as given."""
+    if kind == "memory" or "://" in kind:
+        yield kind if "://" in kind else "memory://"
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        if kind == "sqlite":
+            yield f"sqlite://{tmp}/bench.db"
+            return
+        binary = shutil.which("redis-server")
+        if kind != "redis" or binary is None:
+            raise SystemExit(f"--baselines {kind}: use memory, sqlite, redis (needs redis-server) or a URL")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp, "--save", "", "--appendonly", "no"]
+        server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+                time.sleep(0.05)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
 
 
 def store_query_us(patterns: int = 1000, queries: int = 2000) -> float:
@@ -84,10 +126,24 @@ def main() -> None:
     parser.add_argument("--evict-mb", type=int, default=32, help="megabytes touched before each cold step (0: skip)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--scorer", choices=["heuristic", "pilot"], default="heuristic", help="the step scorer")
+    parser.add_argument("--baselines", default="memory", help="the pilot's store: memory, sqlite, redis or a URL")
     args = parser.parse_args()
+    with baseline_url(args.baselines) as url:
+        measure(args, url)
+
+
+def measure(args: argparse.Namespace, url: str) -> None:
+    from rb_otel.steering.pilot import PilotScorer
+
     corpus = thoughts()
-    print(f"scorer: {args.scorer}")
-    run_steps(200, corpus, scorer=args.scorer)  # warm-up: caches, regexes, the default store
+    scorer: Any = args.scorer
+    if args.scorer == "pilot":
+        scorer = PilotScorer(baselines=url)
+        print(f"scorer: pilot, baselines in {scorer.baselines.url}")
+    else:
+        print(f"scorer: {args.scorer}")
+    args.scorer = scorer
+    run_steps(200, corpus, scorer=args.scorer)  # warm-up: caches, regexes, the store
     lengths = (10, 100, 1000, 10000)
     medians: dict[int, list[float]] = {n: [] for n in lengths}
     p90s: dict[int, list[float]] = {n: [] for n in lengths}
@@ -124,6 +180,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    if isinstance(scorer, PilotScorer):
+        scorer.baselines.close()
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ _LAZY: dict[str, str] = {
     "PilotScorer": "rb_otel.steering.pilot",
     "Scorer": "rb_otel.steering.scorers",
     "ScorerStep": "rb_otel.steering.scorers",
+    "agent_key": "rb_otel.steering.baselines",
     # the LangChain face
     "ReasonBlocks": "rb_otel.reasonblocks",
     "ReasonBlocksMiddleware": "rb_otel.integrations.langchain",
@@ -100,6 +101,7 @@ __all__ = [
     "TraceState",
     "TraceStateManager",
     "__version__",
+    "agent_key",
     "arun_messages_agent_loop",
     "assign_arm",
     "build_middleware",
@@ -143,6 +145,7 @@ if TYPE_CHECKING:
         build_steps_from_messages,
     )
     from rb_otel.reasonblocks import ReasonBlocks
+    from rb_otel.steering.baselines import agent_key
     from rb_otel.steering.etraces import HashingEmbeddings, InMemoryPatternStore, Pattern, PatternStore
     from rb_otel.steering.fsm import DifficultyFSM
     from rb_otel.steering.injections import (

@@ -1,5 +1,6 @@
 """The ``rb-otel`` command: ``demo``, ``replay`` (imported runs as traces), ``evaluate`` (signals vs outcomes),
-``report`` (a page per run) and ``ab-report`` (an experiment's answer)."""
+``report`` (a page per run), ``ab-report`` (an experiment's answer) and ``baselines`` (the pilot's shared
+baseline store)."""
 
 from __future__ import annotations
 
@@ -190,6 +191,64 @@ def _ab_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _baselines(args: argparse.Namespace) -> int:
+
+    from rb_otel.steering.baselines import BaselineStoreError, open_summary_store
+
+    try:
+        store = open_summary_store(args.url)
+    except BaselineStoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.forget is not None:
+            if not store.forget(args.forget):
+                print(f"error: {store.url}: no agent {args.forget!r} (rb-otel baselines {args.url} lists them)")
+                return 1
+            print(f"forgot {args.forget} in {store.url}")
+            return 0
+        agents = store.agents()
+    except (OSError, ConnectionError) as exc:
+        print(f"error: {store.url}: the store did not answer ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    if args.json is not None:
+        _emit_json(args.json, {"store": store.url, "agents": [a.as_dict() for a in agents]})
+        return 0
+    for line in _baseline_table(store.url, agents):
+        print(line)
+    return 0
+
+
+def _baseline_table(url: str, agents: Sequence[Any]) -> list[str]:
+    import time
+
+    from rb_otel.steering.baselines import RELATIVE_AFTER
+
+    lines = [f"{url}: {len(agents)} agent(s)"]
+    if not agents:
+        return lines
+    width = max(24, *(len(a.agent) for a in agents))
+    lines.append(f"{'agent':<{width}} {'runs':>7} {'kept':>5}  {'newest run (UTC)':<20}  thresholds")
+    for a in agents:
+        newest = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(a.newest)) if a.newest else "-"
+        own = "its own" if a.relative else f"the model's (needs {RELATIVE_AFTER - a.kept} more runs)"
+        lines.append(f"{a.agent:<{width}} {a.runs:>7} {a.kept:>5}  {newest:<20}  {own}")
+    return lines
+
+
+def _emit_json(where: str, data: Any) -> None:
+    """``--json PATH`` writes the file (whole or not at all); ``--json -`` (or a bare ``--json``) prints it."""
+    import json
+
+    text = json.dumps(data, indent=1)
+    if where == "-":
+        print(text)
+    else:
+        _write(Path(where), text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from rb_otel._version import __version__
 
@@ -252,6 +311,13 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--prices", default=None, help="JSON: model -> {input, output, cache_read} USD per 1M tokens")
     ab.add_argument("--json", action="store_true", help="print the report as JSON")
     ab.set_defaults(func=_ab_report)
+    bl = sub.add_parser("baselines", help="the pilot's per-agent baselines in a store: list them, or forget one")
+    bl.add_argument("url", help="the store: sqlite:///path.db (or a path), redis://host:port/db")
+    bl.add_argument(
+        "--json", nargs="?", const="-", default=None, metavar="PATH", help="JSON to PATH (- or none: stdout)"
+    )
+    bl.add_argument("--forget", default=None, metavar="AGENT", help="drop this agent's baseline (its key, as listed)")
+    bl.set_defaults(func=_baselines)
     return parser
 
 

@@ -10,11 +10,14 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rb_otel._arguments import check_arguments
 from rb_otel.backends.rb_api import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
 from rb_otel.integrations.steered_runs import RunFactory
+from rb_otel.steering.baseline_cache import BaselineStore
+from rb_otel.steering.baselines import agent_key
 from rb_otel.steering.emitters import FanOutEmitter
 from rb_otel.steering.etraces.store import PatternStore
 from rb_otel.steering.fsm import DifficultyFSM
@@ -51,8 +54,11 @@ class ReasonBlocks:
     With an ``api_key``, monitors and patterns come from rb-api (``base_url``, else ``REASONBLOCKS_BASE_URL``),
     failing open to the embedded ones within ``steering_budget_s`` per step; ``export_runs_to_api=True`` also
     sends run events to rb-api's run endpoints. ``live_streaming_enabled=False`` turns export off.
-    ``telemetry_batch_window``: a run stepping faster than this (seconds) records the metrics and ends the spans of
-    its finished steps and tools in batches, at most this far apart and at its end (``0``: each at once; README).
+    ``scorer="pilot"`` keeps each agent's baselines in ``baselines`` (``sqlite:///path.db`` or a path for workers on
+    one machine, ``redis://host:port/db`` for several; default ``RB_OTEL_PILOT_BASELINES``, else this process's
+    memory; ``docs/fleet.md``). ``telemetry_batch_window``: a run stepping faster than this (seconds) records the
+    metrics and ends the spans of its finished steps and tools in batches, at most this far apart and at its end
+    (``0``: each at once; README).
     """
 
     score_step = staticmethod(_score_step)
@@ -77,6 +83,7 @@ class ReasonBlocks:
         pattern_store: PatternStore | None = None,
         score_fn: Callable[[str], float] | None = None,
         scorer: str | Scorer | Callable[..., float] | None = None,
+        baselines: str | Path | BaselineStore | None = None,
         steering_budget_s: float = 2.0,
         export_runs_to_api: bool = False,
         telemetry_batch_window: float = DEFAULT_BATCH_WINDOW,
@@ -99,7 +106,7 @@ class ReasonBlocks:
         del monitor_names  # accepted for backward compatibility and ignored (spec 1.1)
         self.token_budget = token_budget
         TraceStateManager(token_budget=token_budget)  # validates the budget
-        self._configure_scoring(scorer, score_fn, fsm_thresholds)
+        self._configure_scoring(scorer, score_fn, fsm_thresholds, baselines)
         self.e_traces_enabled = bool(e_traces_enabled)
         self.live_streaming_enabled = bool(live_streaming_enabled)
         self.task_profile = task_profile
@@ -113,6 +120,8 @@ class ReasonBlocks:
             enabled=self.live_streaming_enabled,
             batch_window=telemetry_batch_window,
         )
+        if isinstance(self.scorer, PilotScorer):
+            self.scorer.baselines.add_listener(self.telemetry.instruments.baseline_event)
         self.model_routing: dict[FSMState, Any] = parse_model_routing(model_routing)
         self.runs = RunFactory(
             telemetry=self.telemetry,
@@ -132,10 +141,21 @@ class ReasonBlocks:
         scorer: str | Scorer | Callable[..., float] | None,
         score_fn: Callable[[str], float] | None,
         fsm_thresholds: Mapping[str, Any] | None,
+        baselines: str | Path | BaselineStore | None,
     ) -> None:
         # scorer=None/"heuristic" keeps the documented text path (score_fn); any other scorer is resolved once
         # and shared by every run, so the pilot's per-agent baselines accumulate across runs.
-        self.scorer: Scorer | None = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
+        if baselines is not None and scorer != "pilot":
+            hint = (
+                "give it to PilotScorer(baselines=...)"
+                if isinstance(scorer, PilotScorer)
+                else "no other scorer has any"
+            )
+            raise ValueError(f"baselines= is where scorer='pilot' keeps its per-agent baselines; {hint}")
+        if scorer == "pilot":
+            self.scorer: Scorer | None = PilotScorer(baselines=baselines)
+        else:
+            self.scorer = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
         preset = pilot_fsm_thresholds(self.scorer.model) if isinstance(self.scorer, PilotScorer) else {}
         self.fsm = DifficultyFSM(**{**preset, **dict(fsm_thresholds or {})})
         # With the pilot and no thresholds of the caller's, each run gets the pilot's preset relative to its agent.
@@ -177,7 +197,11 @@ class ReasonBlocks:
         ``steer=False`` (an experiment's ``off`` arm) scores every step and moves the FSM, but injects nothing
         and routes nowhere."""
         metadata = {"task_profile": self.task_profile, **dict(run_metadata or {})}
-        agent = "|".join(str(metadata.get(k) or "") for k in ("agent_name", "model"))
+        agent = (
+            agent_key(str(metadata.get("agent_name") or ""), str(metadata.get("model") or ""))
+            if isinstance(self.scorer, PilotScorer)
+            else "|".join(str(metadata.get(k) or "") for k in ("agent_name", "model"))
+        )
         if self.monitor_weights:
             metadata["monitor_weights"] = self.monitor_weights
         return SteeringSession(
@@ -375,9 +399,12 @@ class ReasonBlocks:
         return self._forced_runs
 
     def close(self, timeout: float = 5.0) -> None:
-        """Drain the rb-api run exporter (if any), flush the providers and close the HTTP client."""
+        """Drain the rb-api run exporter (if any), write the pilot's queued baselines (a shared store's), flush the
+        providers and close the HTTP client."""
         if self.run_exporter is not None:
             self.run_exporter.close(timeout)
+        if isinstance(self.scorer, PilotScorer):
+            self.scorer.baselines.flush(timeout)
         self.flush(timeout)
         if self.client is not None:
             self.client.close()

@@ -152,3 +152,60 @@ def otlp_sink() -> Iterator[tuple[int, list[Any]]]:
     thread.start()
     yield server.server_address[1], OtlpSink.received
     server.shutdown()
+
+
+class RedisServer:
+    """A real ``redis-server`` (Debian's package, installed on demand) on 127.0.0.1, in a temporary directory,
+    with no persistence; ``stop``/``start`` (same port), ``pause``/``resume`` (SIGSTOP: connections hang)."""
+
+    def __init__(self, directory: Path, password: str | None = None) -> None:
+        self.binary = debian_binary("redis-server", "redis-server")
+        self.directory = directory
+        self.password = password
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory)]
+        args += ["--save", "", "--appendonly", "no", "--protected-mode", "no"]
+        if self.password:
+            args += ["--requirepass", self.password]
+        log = (self.directory / "redis.log").open("ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_until(self._answers, timeout=15, interval=0.05, what=f"redis-server on port {self.port}")
+
+    def _answers(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            reply = sock.recv(64)
+        return reply.startswith((b"+PONG", b"-NOAUTH"))
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, 19)  # SIGSTOP
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, 18)  # SIGCONT
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    server = RedisServer(folder)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.proc is not None:
+            with contextlib.suppress(OSError):
+                server.resume()
+        server.stop()

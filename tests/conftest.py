@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from components import otlp_sink  # noqa: F401  (a fixture, shared)
+from components import otlp_sink, redis_server  # noqa: F401  (fixtures, shared)
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from opentelemetry.sdk.metrics import MeterProvider

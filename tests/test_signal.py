@@ -231,6 +231,8 @@ def test_pilot_baselines_are_per_agent_bounded_and_persisted(tmp_path: Path) -> 
             one.score(step)
         one.finish()
     assert len(scorer.baselines) == 2  # "a" was the least recently used
+    assert scorer.baselines.flush()  # written in the background: flushed before another process reads
+    assert sorted(a.agent for a in scorer.baselines.summaries.agents()) == ["b", "c"]
     reloaded = PilotScorer(baselines=path)
     again, fresh = reloaded.start_run("c"), PilotScorer().start_run("c")
     learned = [again.score(s) for s in run]
@@ -238,7 +240,7 @@ def test_pilot_baselines_are_per_agent_bounded_and_persisted(tmp_path: Path) -> 
     same = scorer.start_run("c")
     assert learned == [same.score(s) for s in run]
     path.write_text("{not json")
-    with pytest.raises(ValueError, match="not a pilot baseline file"):
+    with pytest.raises(ValueError, match="not a baseline store"):
         BaselineStore(path)
 
 

@@ -21,6 +21,7 @@ from rb_otel.evaluation.metrics import auroc, auroc_interval, calibration_bins
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
 from rb_otel.importers.replay import replay
+from rb_otel.steering.baselines import agent_key
 from rb_otel.steering.scorers import Scorer, resolve_scorer
 from rb_otel.telemetry.silent import silent_providers
 from rb_otel.types import FSMState
@@ -123,7 +124,7 @@ def _outcome(result: ReplayResult) -> RunOutcome:
     return RunOutcome(
         run_id=result.run_id,
         source=result.source,
-        agent=f"{result.agent_name}|{result.model}",
+        agent=agent_key(result.agent_name, result.model),
         task=result.task_id or result.run_id,
         failed=bool(_failed(result.outcome)),
         steps=result.step_count,

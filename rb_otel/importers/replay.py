@@ -28,6 +28,7 @@ from rb_otel.importers.formats import (
 )
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, RecordError, ReplayResult
+from rb_otel.steering.baselines import agent_key
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
 from rb_otel.steering.pilot import PilotScorer
@@ -247,7 +248,7 @@ class _Replayer:
             run_metadata={"task": run.task, "task_id": run.task_id},
             # The heuristic keeps its documented text path (score_fn), exactly as a live default run.
             scorer=None if isinstance(self.scorer, HeuristicScorer) else self.scorer,
-            agent=f"{run.agent_name}|{run.model}",
+            agent=agent_key(run.agent_name, run.model),
         )
 
     def _step(

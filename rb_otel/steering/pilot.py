@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from rb_otel.steering.baselines import MAY_BE_UNKNOWN, TOTALS, AgentBaseline, BaselineStore
+from rb_otel.steering.baseline_cache import BaselineStore
+from rb_otel.steering.baselines import MAY_BE_UNKNOWN, RELATIVE_AFTER, TOTALS, AgentBaseline, RunSummary, SummaryStore
 from rb_otel.steering.scorer_protocol import ScorerStep
 
 __all__ = [
@@ -61,8 +63,6 @@ FEATURES: tuple[str, ...] = (
     "recent_errors",  # share of the last three steps that were errors
 )
 
-#: Runs an agent needs before its SLOW/SKIP thresholds are its own (before: the model's fixed preset).
-RELATIVE_AFTER = 20
 _PRIOR_WEIGHT = 3.0  # a prior counts as this many runs of the agent's own
 _RATE_SHRINK = 3.0  # a run's rates start at the agent's normal and move with evidence (steps)
 _REPEAT_WINDOW = 5
@@ -123,6 +123,7 @@ class PilotRun:
     """One run's prefix aggregates; ``score`` is called once per step, in order."""
 
     __slots__ = (
+        "_agent",
         "_baseline",
         "_finished",
         "_last",
@@ -141,6 +142,7 @@ class PilotRun:
     def __init__(self, model: PilotModel, store: BaselineStore, agent: str) -> None:
         self._model = model
         self._store = store
+        self._agent = agent
         self._baseline = store.get(agent)
         self._totals = dict.fromkeys(TOTALS, 0.0)
         self._repeats = self._words = 0
@@ -151,6 +153,11 @@ class PilotRun:
         self._windows = (int(model.fsm.get("slow_window", 3)), int(model.fsm.get("skip_window", 8)))
         self._window: deque[float] = deque(maxlen=max(self._windows))
         self._peaks = [0.0, 0.0]
+
+    @property
+    def baseline(self) -> AgentBaseline:
+        """The agent's baseline this run is scored against (read once, when the run started)."""
+        return self._baseline
 
     def features(self, step: ScorerStep) -> list[float]:
         """Fold ``step`` into the aggregates and return the features after it (what ``score`` feeds the model)."""
@@ -226,13 +233,16 @@ class PilotRun:
         totals, t = self._totals, self._totals["steps"]
         if t <= 0:
             return
-        rates = {
+        values = {
+            **totals,
+            "peak_slow": self._peaks[0],
+            "peak_skip": self._peaks[1],
             "log_cps": math.log1p(totals["chars"] / t),
             "error_rate": totals["errors"] / t,
             "repeat_rate": self._repeats / t,
             "hedging": totals["hedges"] / self._words if self._words else 0.0,
         }
-        self._store.add(self._baseline, {**totals, "peak_slow": self._peaks[0], "peak_skip": self._peaks[1]}, rates)
+        self._store.record(self._agent, RunSummary(time.time(), values))
 
     def fsm_thresholds(self) -> dict[str, float | int]:
         """This run's FSM preset: the model's, with SLOW and SKIP made relative to the agent once it has
@@ -258,14 +268,19 @@ class PilotRun:
 class PilotScorer:
     """The pilot as a :class:`~rb_otel.steering.scorers.Scorer`.
 
-    ``model``: a :class:`PilotModel` or a path to its JSON (default: the shipped weights). ``baselines``: a
-    :class:`BaselineStore` or a path to persist baselines in (default: in memory, this process only). Runs of
-    one agent (``start_run(agent=...)``; the key includes the model when the integration knows it) share a
-    baseline; concurrent runs are safe.
+    ``model``: a :class:`PilotModel` or a path to its JSON (default: the shipped weights). ``baselines``: where
+    the agents' baselines are kept: a :class:`~rb_otel.steering.baseline_cache.BaselineStore`, a store URL
+    (``sqlite:///path.db`` or a plain path for processes on one machine, ``redis://host:port/db`` for several
+    machines, ``memory://``) or ``None`` (``RB_OTEL_PILOT_BASELINES``, else in memory, this process only). Runs
+    of one agent (``start_run(agent=...)``, a key from :func:`~rb_otel.steering.baselines.agent_key`) share a
+    baseline; concurrent runs are safe; the store is read when a run starts and written after it ends, never on
+    a step.
     """
 
     def __init__(
-        self, model: PilotModel | str | Path | None = None, baselines: BaselineStore | str | Path | None = None
+        self,
+        model: PilotModel | str | Path | None = None,
+        baselines: BaselineStore | SummaryStore | str | Path | None = None,
     ) -> None:
         self.model = model if isinstance(model, PilotModel) else PilotModel.load(model)
         self.baselines = baselines if isinstance(baselines, BaselineStore) else BaselineStore(baselines)

@@ -73,6 +73,16 @@ class Instruments:
         self.token_saving_chars = meter.create_counter(
             n.METRIC_TOKEN_SAVING_CHARS, unit="{char}", description="Characters TokenSavingMiddleware removed"
         )
+        self.baselines_errors = meter.create_counter(
+            n.METRIC_BASELINES_ERRORS,
+            unit="{error}",
+            description="Failed reads and writes of the pilot's shared baseline store (the runs went on)",
+        )
+        self.baselines_dropped = meter.create_counter(
+            n.METRIC_BASELINES_DROPPED,
+            unit="{run}",
+            description="Run summaries dropped unwritten from the baseline store's full queue",
+        )
         self._skip_initialised: set[str] = set()
         self._experiments: set[str] = set()
         self._lock = threading.Lock()
@@ -87,6 +97,13 @@ class Instruments:
                 self._experiments.add(experiment_id)
                 return experiment_id
         return n.EXPERIMENT_OTHER
+
+    def baseline_event(self, kind: str, count: int) -> None:
+        """A baseline store's failure (``kind`` ``read`` or ``write``) or drop (``dropped``), counted."""
+        if kind == "dropped":
+            self.baselines_dropped.add(count)
+        else:
+            self.baselines_errors.add(count, {n.RB_BASELINES_OPERATION: kind})
 
     def init_skip_series(self, agent_name: str) -> None:
         """``add(0)`` once per agent name so ``increase()`` sees the first SKIP run (telemetry.md)."""

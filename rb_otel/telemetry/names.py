@@ -94,6 +94,8 @@ RB_TOKEN_SAVING_EARLY_EXITS: Final = "rb.token_saving.early_exits"
 RB_GENERAL_MONITOR_RULES: Final = "rb.general_monitor.rules"
 RB_GENERAL_MONITOR_RULE: Final = "rb.general_monitor.rule"
 EVENT_GENERAL_MONITOR_HINT: Final = "rb.general_monitor.hint"
+# The pilot's shared baseline store: which operation failed (``read`` at a run's start or a refresh, ``write``)
+RB_BASELINES_OPERATION: Final = "rb.baselines.operation"
 #: Experiment ids beyond this many distinct ones per process are recorded on metrics as ``EXPERIMENT_OTHER``.
 MAX_EXPERIMENT_LABELS: Final = 16
 EXPERIMENT_OTHER: Final = "_other"
@@ -128,6 +130,8 @@ METRIC_INVOKE_AGENT_DURATION: Final = "gen_ai.invoke_agent.duration"
 METRIC_EXECUTE_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
 METRIC_RUN_TOKENS: Final = "rb.run.tokens"
 METRIC_TOKEN_SAVING_CHARS: Final = "rb.token_saving.chars_saved"
+METRIC_BASELINES_ERRORS: Final = "rb.baselines.errors"
+METRIC_BASELINES_DROPPED: Final = "rb.baselines.dropped"
 
 #: The Prometheus series each instrument becomes (what dashboards and rules query).
 PROMETHEUS_SERIES: Final = {
@@ -156,6 +160,8 @@ PROMETHEUS_SERIES: Final = {
     ),
     METRIC_RUN_TOKENS: tuple(f"rb_run_tokens_{s}" for s in ("bucket", "sum", "count")),
     METRIC_TOKEN_SAVING_CHARS: ("rb_token_saving_chars_saved_total",),
+    METRIC_BASELINES_ERRORS: ("rb_baselines_errors_total",),
+    METRIC_BASELINES_DROPPED: ("rb_baselines_dropped_total",),
 }
 
 # -- bucket boundaries ------------------------------------------------------------------------------------

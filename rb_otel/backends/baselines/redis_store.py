@@ -1,0 +1,221 @@
+"""The Redis baseline store: workers on several machines share one Redis (the ``[redis]`` extra).
+
+Per agent, a list of run summaries (``RPUSH`` then ``LTRIM`` to the newest
+:data:`~rb_otel.steering.baselines.MAX_RUNS`, in one ``MULTI`` transaction with the run count and the agent
+index), so writers on any number of machines only ever append; the agent index is a sorted set scored by the
+newest run's time, beyond :data:`~rb_otel.steering.baselines.MAX_AGENTS` the least recently recorded agents are
+dropped. Keys live under a prefix (``rb-otel:baselines:``; ``?prefix=`` in the URL changes it).
+
+URL: ``redis://[[user]:password@]host[:port][/db][?prefix=...]``, ``rediss://`` for TLS. A Redis that refuses the
+credentials, or holds baselines of another format under the prefix, is an error at construction; one that does
+not answer is not (the pilot fails open and the writer retries).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from rb_otel.steering.baselines import (
+    MAX_AGENTS,
+    MAX_RUNS,
+    AgentInfo,
+    AgentRuns,
+    BaselineStoreError,
+    RunSummary,
+    StoreUnavailable,
+    elide_password,
+)
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+except ImportError as exc:  # pragma: no cover - the extra is not installed
+    raise ImportError("the Redis baseline store needs the redis package: pip install 'rb-otel[redis]'") from exc
+
+__all__ = ["FORMAT", "RedisSummaryStore", "open_store"]
+
+FORMAT = "rb-otel baselines/2"
+_DEFAULT_PREFIX = "rb-otel:baselines:"
+_WRITE_TIMEOUT = 5.0
+
+
+def open_store(url: str, *, max_agents: int = MAX_AGENTS) -> RedisSummaryStore:
+    """The entry point for ``redis://`` and ``rediss://`` URLs."""
+    return RedisSummaryStore(url, max_agents=max_agents)
+
+
+class RedisSummaryStore:
+    """A :class:`~rb_otel.steering.baselines.SummaryStore` in Redis (see the module docstring)."""
+
+    def __init__(self, url: str, *, max_agents: int = MAX_AGENTS, connect_timeout: float = 0.2) -> None:
+        self.url = elide_password(url)
+        self.max_agents = max_agents
+        self._raw_url, query = _split_query(url)
+        self.prefix = (query.get("prefix") or [_DEFAULT_PREFIX])[0]
+        self._connect_timeout = connect_timeout
+        self._clients: dict[float, redis.Redis] = {}
+        self._lock = threading.Lock()
+        try:
+            self._client(_WRITE_TIMEOUT)
+        except ValueError as exc:  # redis-py's own URL parsing
+            raise BaselineStoreError(f"{self.url}: not a Redis URL ({exc})") from None
+        self._check_server()
+
+    # -- SummaryStore ----------------------------------------------------------------------------------
+
+    def append(self, runs: Sequence[tuple[str, RunSummary]]) -> None:
+        by_agent: dict[str, list[RunSummary]] = defaultdict(list)
+        for agent, summary in runs:
+            if summary.values.get("steps", 0.0) > 0:  # a run with no steps says nothing (as in memory)
+                by_agent[agent].append(summary)
+        if not by_agent:
+            return
+        with self._answering():
+            self._append(by_agent)
+
+    def _append(self, by_agent: dict[str, list[RunSummary]]) -> None:
+        client = self._client(_WRITE_TIMEOUT)
+        pipe = client.pipeline(transaction=True)
+        pipe.set(self._key("format"), FORMAT)
+        for agent, summaries in by_agent.items():
+            runs_key = self._runs_key(agent)
+            pipe.rpush(runs_key, *(json.dumps(s.as_dict(), separators=(",", ":")) for s in summaries))
+            pipe.ltrim(runs_key, -MAX_RUNS, -1)
+            pipe.hincrby(self._key("counts"), agent, len(summaries))
+            newest = max(s.finished_at for s in summaries)
+            pipe.hset(self._key("newest"), agent, repr(newest))
+            pipe.zadd(self._key("agents"), {agent: newest})
+        pipe.zcard(self._key("agents"))
+        replies = pipe.execute()
+        if int(replies[-1]) > self.max_agents:
+            self._drop_least_recent(client, int(replies[-1]) - self.max_agents)
+
+    def recent(self, agent: str, *, timeout: float | None = None) -> AgentRuns:
+        client = self._client(_WRITE_TIMEOUT if timeout is None else timeout)
+        pipe = client.pipeline(transaction=False)
+        pipe.hget(self._key("counts"), agent)
+        pipe.lrange(self._runs_key(agent), 0, -1)
+        with self._answering():
+            count, rows = pipe.execute()
+        if count is None:
+            return AgentRuns(0, ())
+        return AgentRuns(int(count), tuple(RunSummary.from_dict(json.loads(r)) for r in rows))
+
+    def agents(self) -> list[AgentInfo]:
+        with self._answering():
+            return self._agents()
+
+    def _agents(self) -> list[AgentInfo]:
+        client = self._client(_WRITE_TIMEOUT)
+        members = [_text(m) for m in client.zrevrange(self._key("agents"), 0, -1)]
+        if not members:
+            return []
+        pipe = client.pipeline(transaction=False)
+        for agent in members:
+            pipe.hget(self._key("counts"), agent)
+            pipe.hget(self._key("newest"), agent)
+            pipe.llen(self._runs_key(agent))
+        replies = pipe.execute()
+        out = []
+        for i, agent in enumerate(members):
+            count, newest, kept = replies[3 * i : 3 * i + 3]
+            out.append(AgentInfo(agent, int(count or 0), int(kept), None if newest is None else float(newest)))
+        return out
+
+    def forget(self, agent: str) -> bool:
+        client = self._client(_WRITE_TIMEOUT)
+        pipe = client.pipeline(transaction=True)
+        pipe.zrem(self._key("agents"), agent)
+        pipe.hdel(self._key("counts"), agent)
+        pipe.hdel(self._key("newest"), agent)
+        pipe.delete(self._runs_key(agent))
+        with self._answering():
+            return bool(pipe.execute()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _answering(self) -> Iterator[None]:
+        """Redis' connection, timeout and server errors as :class:`StoreUnavailable` naming the store."""
+        try:
+            yield
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    def _runs_key(self, agent: str) -> str:
+        return f"{self.prefix}runs:{agent}"
+
+    def _client(self, timeout: float) -> redis.Redis:
+        """A client whose commands fail within ``timeout`` seconds (no retries: the caller decides)."""
+        timeout = round(max(timeout, 0.01), 3)
+        with self._lock:
+            client = self._clients.get(timeout)
+            if client is None:
+                client = redis.Redis.from_url(
+                    self._raw_url,
+                    socket_timeout=timeout,
+                    socket_connect_timeout=min(timeout, max(self._connect_timeout, 0.01)),
+                    retry=Retry(NoBackoff(), 0),
+                    decode_responses=False,
+                )
+                self._clients[timeout] = client
+            return client
+
+    def _check_server(self) -> None:
+        """Credentials and the format under the prefix are checked now; an unreachable server is not an error."""
+        client = self._client(max(self._connect_timeout, 0.2))
+        try:
+            found = client.get(self._key("format"))
+        except redis.AuthenticationError as exc:
+            raise BaselineStoreError(f"{self.url}: Redis refused the credentials ({exc})") from None
+        except redis.ResponseError as exc:
+            if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc) or "NOPERM" in str(exc):
+                raise BaselineStoreError(f"{self.url}: Redis refused the credentials ({exc})") from None
+            raise BaselineStoreError(f"{self.url}: Redis refused the store's commands ({exc})") from None
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return  # not reachable now: the pilot fails open and the writer retries
+        if found is not None and _text(found) != FORMAT:
+            raise BaselineStoreError(
+                f"{self.url}: the keys under {self.prefix!r} hold baselines of format {_text(found)!r}; "
+                f"this release reads {FORMAT!r} (use another ?prefix=)"
+            )
+
+    def _drop_least_recent(self, client: redis.Redis, excess: int) -> None:
+        old = [_text(a) for a in client.zrange(self._key("agents"), 0, excess - 1)]
+        if not old:
+            return
+        pipe = client.pipeline(transaction=True)
+        pipe.zrem(self._key("agents"), *old)
+        pipe.hdel(self._key("counts"), *old)
+        pipe.hdel(self._key("newest"), *old)
+        pipe.delete(*(self._runs_key(a) for a in old))
+        pipe.execute()
+
+
+def _split_query(url: str) -> tuple[str, dict[str, list[str]]]:
+    """The URL without the options redis-py does not know (``prefix``), and those options."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    ours = {k: v for k, v in query.items() if k == "prefix"}
+    rest = "&".join(f"{k}={v}" for k, values in query.items() if k != "prefix" for v in values)
+    return parts._replace(query=rest).geturl(), ours
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)

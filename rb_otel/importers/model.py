@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rb_otel.steering.scorers import ScorerStep
+from rb_otel.steering.step_scoring import scorer_step
 from rb_otel.telemetry.attributes import AttributeValue
 from rb_otel.types import StepLogEntry
 
@@ -74,8 +75,9 @@ class ImportedStep:
         return self.error_type is not None or any(t.error for t in self.tools)
 
     def as_scorer_step(self) -> ScorerStep:
-        return ScorerStep(
-            thought=self.thought,
+        """The step as a live step scorer would see it (``scorer_step``: the same views, the same cuts)."""
+        return scorer_step(
+            self.thought,
             action=self.action,
             action_input=self.action_input,
             observation=self.observation,
@@ -94,7 +96,9 @@ class ImportedRun:
     steps: Iterable[ImportedStep]
     agent_name: str = ""
     task: str = ""
-    task_id: str = ""  # groups runs of one task (evaluation clusters by it); "" when unknown
+    task_id: str = ""  # the task the run tried; "" when unknown
+    # What folds and bootstrap intervals keep together: runs sharing a user scenario or a task ("": the task id).
+    group_id: str = ""
     model: str = ""  # the agent's model, when the whole run used one
     outcome: str = "success"
     start: float | None = None
@@ -122,6 +126,7 @@ class ReplayResult:
     problems: list[ImportProblem] = field(default_factory=list)
     agent_name: str = ""
     task_id: str = ""
+    group_id: str = ""  # the run's task group (the task id unless the format knows better)
     model: str = ""
     risk: float | None = None  # the scorer's run-level risk at the end, with rescoring
     max_state: str = ""  # the most severe FSM state reached, with rescoring

@@ -229,6 +229,7 @@ class _Replayer:
             summary=run.summary,
             agent_name=run.agent_name,
             task_id=run.task_id,
+            group_id=run.group_id or run.task_id or run.run_id,
             model=run.model,
             risk=risk,
             max_state=tally.max_state.value if session is not None else "",

@@ -63,7 +63,7 @@ TOTALS: tuple[str, ...] = ("steps", "chars", "context", "hedges", "errors")
 #: The distributions kept: the totals and the peaks a run's score sustained over the FSM's SLOW and SKIP windows.
 COLUMNS = (*TOTALS, "peak_slow", "peak_skip")
 #: Per-step rates, averaged over the kept runs.
-RATES = ("log_cps", "error_rate", "repeat_rate", "hedging")
+RATES = ("log_cps", "error_rate", "repeat_rate", "hedging", "log_tps")
 MAY_BE_UNKNOWN = frozenset({"context"})  # 0 tokens: the harness reports none
 #: The entry-point group of store openers: ``name = "module:function"``, ``function(url) -> SummaryStore``.
 ENTRY_POINT_GROUP = "rb_otel.baseline_stores"
@@ -143,7 +143,7 @@ class AgentBaseline:
     result, tested against it).
     """
 
-    __slots__ = ("_recent", "_sorted", "error_rate", "hedging", "log_cps", "repeat_rate", "runs")
+    __slots__ = ("_recent", "_sorted", "error_rate", "hedging", "log_cps", "log_tps", "repeat_rate", "runs")
 
     def __init__(self, runs: int = 0, recent: Sequence[RunSummary] = ()) -> None:
         kept = tuple(s for s in recent if s.values.get("steps", 0.0) > 0)[-MAX_RUNS:]
@@ -153,10 +153,9 @@ class AgentBaseline:
         self._set_rates()
 
     def _set_rates(self) -> None:
-        n = len(self._recent)
-        for name in RATES:
-            mean = math.fsum(s.values.get(name, 0.0) for s in self._recent) / n if n else 0.0
-            setattr(self, name, mean)
+        for name in RATES:  # over the runs that report it (a summary from an older release may not)
+            known = [s.values[name] for s in self._recent if name in s.values]
+            setattr(self, name, math.fsum(known) / len(known) if known else 0.0)
 
     def plus(self, summary: RunSummary) -> AgentBaseline:
         """This baseline with ``summary`` added (the oldest kept run dropped beyond :data:`MAX_RUNS`).

@@ -4,67 +4,73 @@ Every agent has its own normal (a customer-service agent that takes 30 turns is 
 takes 30 is not), so the pilot scores how far the current run has drifted from *this agent's* earlier runs, as
 the run goes, from the steps so far only (never look-ahead):
 
-* an :class:`~rb_otel.steering.baselines.AgentBaseline` per agent (bounded, label-free, learned online from the
-  agent's finished runs; optionally persisted, :mod:`rb_otel.steering.baselines`) keeps what a normal run looks
-  like: its length in steps, characters, tokens, hedges and errors, its error, repetition and hedging rates;
+* an :class:`~rb_otel.steering.baselines.AgentBaseline` per agent (bounded, label-free, learned from the
+  agent's finished runs and kept in a store a fleet can share, :mod:`rb_otel.steering.baseline_cache`) keeps what
+  a normal run looks like: its length in steps, characters, tokens, hedges and errors, its error, repetition and
+  hedging rates;
 * a run's :class:`PilotRun` keeps O(1) prefix aggregates and, at each step, turns them into the features in
-  :data:`FEATURES` relative to that baseline; a logistic model (weights in ``pilot_weights.json``, trained by
-  ``make train-pilot`` from ``shared/data/signal``) maps them to a probability.
+  :data:`~rb_otel.steering.pilot_model.FEATURES` relative to that baseline; a fitted model (``rb-otel train``,
+  pilot/2) also reads hashed tokens of what the agent did and saw (:mod:`rb_otel.steering.pilot_text`); a
+  logistic model maps them to a probability.
 
-Before an agent has finished a run its baseline is the prior shipped with the weights (a typical agent of the
-training data), blended out as the agent's own runs arrive. Cost per step is a few microseconds of arithmetic
-plus one regex pass over the thought (``benchmarks/bench_pilot.py``).
+Before an agent has finished a run its baseline is the model's prior (a typical agent of its training data),
+blended out as the agent's own runs arrive. A long thought costs no more than a bounded view of it: hedging words
+are counted in its first and last :data:`THOUGHT_VIEW` characters (its length is still counted whole).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from importlib import resources
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 from rb_otel.steering.baseline_cache import BaselineStore
-from rb_otel.steering.baselines import MAY_BE_UNKNOWN, RELATIVE_AFTER, TOTALS, AgentBaseline, RunSummary, SummaryStore
+from rb_otel.steering.baselines import (
+    MAY_BE_UNKNOWN,
+    RELATIVE_AFTER,
+    TOTALS,
+    AgentBaseline,
+    RunSummary,
+    SummaryStore,
+)
+from rb_otel.steering.pilot_model import (
+    FEATURES,
+    FEATURES_V1,
+    PILOT_NAME,
+    PILOT_V2,
+    PilotModel,
+    TextWeights,
+    sigmoid,
+)
+from rb_otel.steering.pilot_text import TextScore, step_tokens
 from rb_otel.steering.scorer_protocol import ScorerStep
+from rb_otel.steering.text import bounded_view
 
 __all__ = [
     "FEATURES",
+    "FEATURES_V1",
     "PILOT_NAME",
+    "PILOT_V2",
     "RELATIVE_AFTER",
+    "THOUGHT_VIEW",
     "AgentBaseline",
     "BaselineStore",
     "PilotModel",
     "PilotRun",
     "PilotScorer",
+    "StepView",
+    "TextWeights",
     "pilot_fsm_thresholds",
 ]
 
-#: ``rb.scorer`` for this scorer (the version changes when the features or their meaning change).
-PILOT_NAME = "pilot/1"
-
-#: The model's inputs, in order. Each is computed from the run's steps so far and the agent's baseline.
-FEATURES: tuple[str, ...] = (
-    "overrun_steps",  # share of the agent's normal runs that had already ended by this step
-    "overrun_chars",  # the same for the characters written so far (thoughts and action inputs)
-    "overrun_context",  # share of the agent's normal runs whose largest call (tokens) was smaller (else: chars)
-    "overrun_hedges",  # ... that had ended with fewer hedging words than this run has written so far
-    "overrun_errors",  # ... that had ended with fewer error results than this run has had so far
-    "verbosity",  # log characters per step, minus the agent's normal
-    "error_excess",  # share of steps whose result was an error, minus the agent's normal (shrunk early on)
-    "repeat_excess",  # share of actions repeating one of the last five, minus the agent's normal
-    "hedging_excess",  # hedging words per word of thought, minus the agent's normal
-    "recent_errors",  # share of the last three steps that were errors
-)
-
+#: Characters of a thought (its head and its tail) the hedging count reads; the length is counted whole.
+THOUGHT_VIEW = (2000, 2000)
 _PRIOR_WEIGHT = 3.0  # a prior counts as this many runs of the agent's own
 _RATE_SHRINK = 3.0  # a run's rates start at the agent's normal and move with evidence (steps)
+_MEDIAN_AFTER = 5  # runs an agent needs before "beyond normal" is measured from its own median
 _REPEAT_WINDOW = 5
 _RECENT = 3
 _HEDGES = re.compile(
@@ -73,54 +79,18 @@ _HEDGES = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PilotModel:
-    """Logistic weights over :data:`FEATURES` and the prior baseline of an agent with no finished runs."""
+class StepView:
+    """What the pilot made of one step: every feature of :data:`FEATURES` and the step's text tokens."""
 
-    intercept: float
-    weights: tuple[float, ...]
-    prior: Mapping[str, float]
-    fsm: Mapping[str, float]
-    version: str = PILOT_NAME
+    __slots__ = ("features", "tokens")
 
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "pilot weights") -> PilotModel:
-        try:
-            weights = data["weights"]
-            missing = [f for f in FEATURES if f not in weights]
-            if missing:
-                raise ValueError(f"missing weight(s) {', '.join(missing)}")
-            return cls(
-                intercept=float(data["intercept"]),
-                weights=tuple(float(weights[f]) for f in FEATURES),
-                prior={k: float(v) for k, v in data["prior"].items()},
-                fsm={k: float(v) for k, v in data.get("fsm", {}).items()},
-                version=str(data.get("version", PILOT_NAME)),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ValueError(f"{source}: not a pilot model ({exc})") from None
-
-    @classmethod
-    def load(cls, path: str | Path | None = None) -> PilotModel:
-        """The shipped model, or the one in ``path`` (the JSON ``make train-pilot`` writes)."""
-        if path is None:
-            text = resources.files("rb_otel.steering").joinpath("pilot_weights.json").read_text(encoding="utf-8")
-            return cls.from_mapping(json.loads(text), source="rb_otel/steering/pilot_weights.json")
-        try:
-            return cls.from_mapping(json.loads(Path(path).read_text(encoding="utf-8")), source=str(path))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
-
-    def probability(self, features: Sequence[float]) -> float:
-        z = self.intercept + sum(w * f for w, f in zip(self.weights, features, strict=True))
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        e = math.exp(z)
-        return e / (1.0 + e)
+    def __init__(self, features: list[float], tokens: list[str]) -> None:
+        self.features = features
+        self.tokens = tokens
 
 
 class PilotRun:
-    """One run's prefix aggregates; ``score`` is called once per step, in order."""
+    """One run's prefix aggregates; ``score`` (or ``observe``) is called once per step, in order."""
 
     __slots__ = (
         "_agent",
@@ -133,6 +103,7 @@ class PilotRun:
         "_repeats",
         "_seen",
         "_store",
+        "_text",
         "_totals",
         "_window",
         "_windows",
@@ -153,14 +124,28 @@ class PilotRun:
         self._windows = (int(model.fsm.get("slow_window", 3)), int(model.fsm.get("skip_window", 8)))
         self._window: deque[float] = deque(maxlen=max(self._windows))
         self._peaks = [0.0, 0.0]
+        text = model.text
+        self._text = None if text is None else TextScore(text.weights, text.bits, text.value)
 
     @property
     def baseline(self) -> AgentBaseline:
         """The agent's baseline this run is scored against (read once, when the run started)."""
         return self._baseline
 
+    def observe(self, step: ScorerStep) -> StepView:
+        """Fold ``step`` into the aggregates; every feature after it and its text tokens (what ``score`` reads,
+        and what ``rb-otel train`` fits on)."""
+        repeated = self._fold(step)
+        return StepView(self._relative(), step_tokens(step, repeated=repeated))
+
     def features(self, step: ScorerStep) -> list[float]:
-        """Fold ``step`` into the aggregates and return the features after it (what ``score`` feeds the model)."""
+        """Fold ``step`` in and return the model's features after it, in the order of ``model.features``."""
+        self._fold(step)
+        every = self._relative()
+        return [every[c] for c in self._model.columns]
+
+    def _fold(self, step: ScorerStep) -> bool:
+        """Add ``step`` to the run's aggregates; whether its call repeats one of the last five."""
         thought = step.thought or ""
         action_input = step.action_input or ""
         totals = self._totals
@@ -169,16 +154,18 @@ class PilotRun:
         totals["context"] = max(totals["context"], step.tokens)
         totals["errors"] += bool(step.error)
         self._recent.append(bool(step.error))
+        repeated = False
         if step.action is not None:
             key = (step.action, action_input[:512])
             if key in self._seen:
                 self._repeats += 1
+                repeated = True
             self._seen.append(key)
         if thought:
-            lowered = thought.lower()
+            lowered = bounded_view(thought, *THOUGHT_VIEW).lower()
             totals["hedges"] += len(_HEDGES.findall(lowered))
             self._words += lowered.count(" ") + 1
-        return self._relative()
+        return repeated
 
     def _overrun(self, name: str, blend: float) -> float:
         """The share of the agent's runs that had ended with less of ``name`` than this run has now, blended
@@ -190,13 +177,25 @@ class PilotRun:
         share = self._baseline.share_below(name, value)
         return prior if share is None else blend * share + (1.0 - blend) * prior
 
+    def _beyond(self, name: str) -> float:
+        """How far beyond the agent's median run this one already is: ``log1p(value) - log1p(median)``, 0 below it
+        (the median of its own runs once it has a few, else the prior's)."""
+        value = self._totals[name]
+        if value <= 0:
+            return 0.0
+        median = self._baseline.quantile(name, 0.5) if self._baseline.known >= _MEDIAN_AFTER else None
+        if median is None or (name in MAY_BE_UNKNOWN and median <= 0):
+            prior = self._model.prior
+            median = prior.get(f"median_{name}", prior[f"mean_{name}"])
+        return max(math.log1p(value) - math.log1p(median), 0.0)
+
     def _relative(self) -> list[float]:
         prior, base, totals = self._model.prior, self._baseline, self._totals
         t = totals["steps"]
         blend = base.known / (base.known + _PRIOR_WEIGHT)
 
         def normal(name: str) -> float:
-            return blend * float(getattr(base, name)) + (1.0 - blend) * prior[name]
+            return blend * float(getattr(base, name)) + (1.0 - blend) * prior.get(name, 0.0)
 
         error_rate, repeat_rate, hedging = normal("error_rate"), normal("repeat_rate"), normal("hedging")
         return [
@@ -211,10 +210,20 @@ class PilotRun:
             (self._repeats + _RATE_SHRINK * repeat_rate) / (t + _RATE_SHRINK) - repeat_rate,
             (totals["hedges"] + _RATE_SHRINK * hedging) / (self._words + _RATE_SHRINK) - hedging,
             sum(self._recent) / _RECENT,
+            self._beyond("steps"),
+            self._beyond("chars"),
+            self._beyond("context"),
+            math.log1p(totals["context"] / t) - normal("log_tps") if totals["context"] > 0 else 0.0,
         ]
 
     def score(self, step: ScorerStep) -> float:
-        self._last = value = self._model.probability(self.features(step))
+        if self._text is None:
+            value = sigmoid(self._model.logit(self._fold_relative(step)))
+        else:
+            view = self.observe(step)
+            self._text.add(view.tokens)
+            value = sigmoid(self._model.logit(view.features, self._text.value))
+        self._last = value
         window = self._window
         window.append(value)
         for i, size in enumerate(self._windows):
@@ -222,6 +231,10 @@ class PilotRun:
                 sustained = min(islice(window, len(window) - size, None))  # the last `size` scores
                 self._peaks[i] = max(self._peaks[i], sustained)
         return value
+
+    def _fold_relative(self, step: ScorerStep) -> list[float]:
+        self._fold(step)
+        return self._relative()
 
     def risk(self) -> float | None:
         return self._last
@@ -242,13 +255,16 @@ class PilotRun:
             "repeat_rate": self._repeats / t,
             "hedging": totals["hedges"] / self._words if self._words else 0.0,
         }
+        if totals["context"] > 0:
+            values["log_tps"] = math.log1p(totals["context"] / t)
         self._store.record(self._agent, RunSummary(time.time(), values))
 
     def fsm_thresholds(self) -> dict[str, float | int]:
         """This run's FSM preset: the model's, with SLOW and SKIP made relative to the agent once it has
-        :data:`RELATIVE_AFTER` runs: the ``slow_quantile``/``skip_quantile`` of the peaks its earlier runs sustained
-        over each window, so SLOW means "a higher sustained risk than that share of this agent's runs reached",
-        the same on every agent (never below FAST's exit)."""
+        :data:`RELATIVE_AFTER` runs when the model says how (the shipped pilot/1: the ``slow_quantile`` /
+        ``skip_quantile`` of the peaks its earlier runs sustained over each window, so SLOW means "a higher
+        sustained risk than that share of this agent's runs reached", never below FAST's exit). A fitted model's
+        thresholds are its own, chosen from its out-of-fold scores."""
         preset = pilot_fsm_thresholds(self._model)
         fsm = self._model.fsm
         if self._baseline.known < RELATIVE_AFTER or "slow_quantile" not in fsm:
@@ -268,13 +284,13 @@ class PilotRun:
 class PilotScorer:
     """The pilot as a :class:`~rb_otel.steering.scorers.Scorer`.
 
-    ``model``: a :class:`PilotModel` or a path to its JSON (default: the shipped weights). ``baselines``: where
-    the agents' baselines are kept: a :class:`~rb_otel.steering.baseline_cache.BaselineStore`, a store URL
-    (``sqlite:///path.db`` or a plain path for processes on one machine, ``redis://host:port/db`` for several
-    machines, ``memory://``) or ``None`` (``RB_OTEL_PILOT_BASELINES``, else in memory, this process only). Runs
-    of one agent (``start_run(agent=...)``, a key from :func:`~rb_otel.steering.baselines.agent_key`) share a
-    baseline; concurrent runs are safe; the store is read when a run starts and written after it ends, never on
-    a step.
+    ``model``: a :class:`PilotModel` or a path to its JSON (default: the shipped pilot/1 weights; ``rb-otel
+    train`` writes a pilot/2 fitted to your agent). ``baselines``: where the agents' baselines are kept: a
+    :class:`~rb_otel.steering.baseline_cache.BaselineStore`, a store URL (``sqlite:///path.db`` or a plain path
+    for processes on one machine, ``redis://host:port/db`` for several machines, ``memory://``) or ``None``
+    (``RB_OTEL_PILOT_BASELINES``, else in memory, this process only). Runs of one agent
+    (``start_run(agent=...)``, a key from :func:`~rb_otel.steering.baselines.agent_key`) share a baseline;
+    concurrent runs are safe; the store is read when a run starts and written after it ends, never on a step.
     """
 
     def __init__(

@@ -21,7 +21,7 @@ from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.guidance import FAST_SKIPPED_REASON, GuidancePipeline, render_guidance
 from rb_otel.steering.injections import BaseInjection, StepContext
 from rb_otel.steering.routing import parse_model_routing
-from rb_otel.steering.scorers import Scorer
+from rb_otel.steering.scorers import RunScorer, Scorer
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.steering.step_scoring import StepScoring, preview
 from rb_otel.types import (
@@ -334,6 +334,12 @@ class SteeringSession:
     @property
     def score_fn(self) -> Callable[[str], float]:
         return self._scoring.score_fn
+
+    @property
+    def run_scorer(self) -> RunScorer | None:
+        """This run's step scorer (the pilot's :class:`~rb_otel.steering.pilot.PilotRun`), ``None`` with
+        ``score_fn``."""
+        return self._scoring.run
 
     @property
     def scorer_name(self) -> str:

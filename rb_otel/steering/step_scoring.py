@@ -14,9 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rb_otel.steering.scorers import RunScorer, Scorer, ScorerStep, resolve_scorer, text_scorer_name
-from rb_otel.types import OBSERVATION_CHARS
+from rb_otel.steering.text import bounded_view
 
-__all__ = ["StepScoring", "checked_score", "preview"]
+__all__ = ["OBSERVATION_VIEW", "StepScoring", "checked_score", "preview", "scorer_step"]
+
+#: What a step scorer reads of an observation: its first and last characters (where test summaries and errors
+#: are), the same 400 characters in all as the step record keeps from the head only.
+OBSERVATION_VIEW = (240, 160)
 
 _log = logging.getLogger("rb_otel.steering")
 
@@ -40,6 +44,29 @@ def preview(value: Any, limit: int) -> str | None:
         return None
     text = value if isinstance(value, str) else str(value)
     return text[:limit]
+
+
+def scorer_step(
+    thought: str,
+    *,
+    action: Any = None,
+    action_input: Any = None,
+    observation: Any = None,
+    error: bool = False,
+    tokens: int = 0,
+    reasoning: str = "",
+) -> ScorerStep:
+    """The :class:`ScorerStep` a step scorer sees for these inputs, live or replayed (``rb-otel train`` builds
+    its training steps with it, so a fitted model reads exactly what it will read live)."""
+    text = None if observation is None else observation if isinstance(observation, str) else str(observation)
+    return ScorerStep(
+        thought=f"{reasoning}\n{thought}" if reasoning else thought,
+        action=None if action is None else str(action),
+        action_input=preview(action_input, 1 << 20),
+        observation=None if text is None else bounded_view(text, *OBSERVATION_VIEW),
+        error=bool(error),
+        tokens=tokens,
+    )
 
 
 class StepScoring:
@@ -76,15 +103,21 @@ class StepScoring:
     ) -> float:
         if self._run is None:
             return checked_score(self.score_fn(thought), "score_fn")
-        step = ScorerStep(
-            thought=f"{reasoning}\n{thought}" if reasoning else thought,
-            action=None if action is None else str(action),
-            action_input=preview(action_input, 1 << 20),
-            observation=preview(observation, OBSERVATION_CHARS),
-            error=bool(error),
+        step = scorer_step(
+            thought,
+            action=action,
+            action_input=action_input,
+            observation=observation,
+            error=error,
             tokens=tokens,
+            reasoning=reasoning,
         )
         return checked_score(self._run.score(step), self.name)
+
+    @property
+    def run(self) -> RunScorer | None:
+        """This run's scorer state (``None`` on the ``score_fn`` path)."""
+        return self._run
 
     def fsm_thresholds(self) -> Mapping[str, Any] | None:
         """The run scorer's FSM preset for this run, when it has one (the pilot's)."""

@@ -8,11 +8,31 @@ from typing import NamedTuple
 
 from rb_otel.steering.memo import MEMO_MAX_WORD_CHARS, Memo
 
-__all__ = ["MEMO_MAX_WORD_CHARS", "Memo", "Tokens", "content_words", "jaccard", "names_a_path", "stem", "tokens"]
+__all__ = [
+    "MEMO_MAX_WORD_CHARS",
+    "Memo",
+    "Tokens",
+    "bounded_view",
+    "content_words",
+    "jaccard",
+    "names_a_path",
+    "stem",
+    "tokens",
+]
 
 _CONTENT_WORD = re.compile(r"\w{3,}")
 #: Monitors read at most this much of one text, so a 10 MB thought costs the same as a long one.
 MAX_TEXT_CHARS = 4000
+
+
+def bounded_view(text: str, head: int, tail: int) -> str:
+    """``text`` when it has at most ``head + tail`` characters, else its first ``head`` and last ``tail``
+    characters joined by a newline: what a scorer reads of a long text, so its cost has a bound and the end of a
+    long output (where test summaries and errors are) is still seen."""
+    if len(text) <= head + tail:
+        return text
+    return f"{text[:head]}\n{text[len(text) - tail :]}" if tail else text[:head]
+
 
 STOPWORDS = frozenset(
     (

@@ -9,8 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.importers.model import ImportProblem, RecordError
+from rb_otel.steering.text import bounded_view
 
-__all__ = ["as_int", "dump", "iso_seconds", "json_lines", "load_json", "text"]
+__all__ = ["OBSERVATION_KEPT", "as_int", "dump", "iso_seconds", "json_lines", "load_json", "observation", "text"]
+
+#: What an imported step keeps of a long observation: its head and tail (a scorer reads a smaller view of them).
+OBSERVATION_KEPT = (2000, 2000)
+
+
+def observation(value: str | None) -> str | None:
+    """The part of a tool result or reply an imported step keeps; ``None`` for nothing."""
+    return bounded_view(value, *OBSERVATION_KEPT) if value else None
 
 
 def load_json(path: Path) -> Any:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.request import pathname2url
 
-from rb_otel.importers.formats._common import iso_seconds
+from rb_otel.importers.formats._common import iso_seconds, observation
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import AttributeValue
@@ -162,7 +162,7 @@ def _committed_step(
         index=number - 1,
         thought=str(committed["decision"]),
         action=None,
-        observation=str(committed["result"])[:400] or None,
+        observation=observation(str(committed["result"])),
         tools=parse_tool_calls(str(committed["tool_call"] or "")) if "tool_call" in columns else [],
         tokens=sum(int(a["tokens"] or 0) for a in attempts) if "tokens" in columns else 0,
         timestamp=timestamp,

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rb_otel.importers.formats._common import as_int, load_json, text
+from rb_otel.importers.formats._common import as_int, load_json, observation, text
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 
@@ -57,7 +57,7 @@ def _step(index: int, message: dict[str, Any], reply: str | None) -> ImportedSte
     step = ImportedStep(
         index=index,
         thought="\n".join(p for p in (reasoning, thought) if p),
-        observation=reply[:400] if reply else None,
+        observation=observation(reply),
         input_tokens=as_int(usage.get("prompt_tokens")) if usage else None,
         output_tokens=as_int(usage.get("completion_tokens")) if usage else None,
         reasoning_tokens=as_int(details.get("reasoning_tokens")) if details else None,

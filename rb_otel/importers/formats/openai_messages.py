@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.importers.formats._common import load_json, text
+from rb_otel.importers.formats._common import observation as kept_observation
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 
@@ -91,7 +92,7 @@ def steps_from_messages(
                 tools=tools,
                 action=acting[0].name if acting else None,
                 action_input=json.dumps(acting[0].arguments, sort_keys=True, default=str) if acting else None,
-                observation=observation[:400] if observation else None,
+                observation=kept_observation(observation),
             )
         )
     return steps, task

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.importers.formats._common import as_int, iso_seconds, load_json, text
+from rb_otel.importers.formats._common import observation as kept_observation
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 
 __all__ = ["read"]
@@ -134,7 +135,7 @@ def _step(
         thought=thought,
         action=tool_name if tools else None,
         action_input=text(args.get("command") or event.get("args"))[:2000] if tools else None,
-        observation=(result or "")[:400] or None,
+        observation=kept_observation(result),
         tools=tools,
         tokens=(input_tokens or 0) + (output_tokens or 0),
         input_tokens=input_tokens,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.importers.formats._common import as_int, load_json, text
+from rb_otel.importers.formats._common import observation as kept_observation
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 
@@ -31,7 +32,7 @@ def _step(index: int, raw: dict[str, Any]) -> ImportedStep:
         thought=text(raw.get("thought") or raw.get("response")),
         action=name,
         action_input=rest.strip()[:2000],
-        observation=observation[:400],
+        observation=kept_observation(observation) or "",
         tools=[ImportedTool(name=name, call_id=f"step-{index}", arguments=rest.strip(), result=observation)],
         duration_s=duration,
     )

@@ -3,10 +3,16 @@
 Messages are OpenAI-style with flat tool calls (``{id, name, arguments}``) and tool results whose ``id`` is the
 call's; the outcome is ``reward_info.reward`` (below 1 is a failure). The agent is ``info.agent_info``'s
 implementation and model, the task id is the domain and ``task_id``. Real timestamps are kept.
+
+Runs are grouped (folds, bootstrap intervals) by their task's *user scenario*: the same simulated user under two
+policy variants (``airline`` and ``airline_tighter_policy``) is one group, so a fold never sees a scenario it is
+tested on.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,16 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _scenarios(tasks: Any) -> dict[str, str]:
+    """``task id -> "scenario/<digest>"`` of each task's user scenario (the simulated user's instructions)."""
+    out: dict[str, str] = {}
+    for task in tasks if isinstance(tasks, list) else []:
+        if isinstance(task, dict) and task.get("id") is not None and task.get("user_scenario") is not None:
+            text = json.dumps(task["user_scenario"], sort_keys=True, default=str)
+            out[str(task["id"])] = "scenario/" + hashlib.sha256(text.encode()).hexdigest()[:12]
+    return out
+
+
 def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
     data = load_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("simulations"), list):
@@ -33,6 +49,7 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
     domain = str(_mapping(info.get("environment_info")).get("domain_name") or "")
     model = str(agent.get("llm") or "")
     implementation = str(agent.get("implementation") or "tau2-agent")
+    scenarios = _scenarios(data.get("tasks"))
     for i, sim in enumerate(data["simulations"]):
         where = f"simulations[{i}]"
         if not isinstance(sim, dict) or not isinstance(sim.get("messages"), list):
@@ -63,6 +80,7 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
             steps=steps,
             task=task,
             task_id=f"{domain}/{task_id}" if domain else task_id,
+            group_id=scenarios.get(task_id, ""),
             outcome=reward_outcome(reward),
             start=start,
             end=end,

@@ -1,0 +1,122 @@
+"""Task-grouped cross-validation: out-of-fold scores, and the choice of a model family by an inner one.
+
+Folds keep every run of a task group (a task, or a user scenario across policy variants) on one side. The
+reported figures come from *pooled* out-of-fold scores: every run scored once by a model that never saw its
+group, the AUROC computed over all of them together (not a mean of per-fold AUROCs). The family of each outer
+fold's model is chosen by an inner grouped cross-validation on that fold's training side only, so the choice
+never sees the runs it is tested on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rb_otel.evaluation.metrics import auroc
+from rb_otel.training.features import PrefixData
+from rb_otel.training.fit import CANDIDATES, Candidate, fit_candidate
+
+__all__ = ["OutOfFold", "early_step", "grouped_folds", "nested_out_of_fold", "out_of_fold", "select"]
+
+
+def grouped_folds(groups: Sequence[str], k: int, seed: int) -> NDArray[np.int64]:
+    """A fold (0..k-1) per run; the runs of a group share one. Groups are shuffled with ``seed`` and dealt out
+    largest first, so folds hold similar numbers of runs."""
+    names, counts = np.unique(np.asarray(groups), return_counts=True)
+    order = np.random.default_rng(seed).permutation(len(names))
+    order = order[np.argsort(-counts[order], kind="stable")]
+    sizes = np.zeros(k)
+    fold_of: dict[str, int] = {}
+    for i in order:
+        f = int(np.argmin(sizes))
+        fold_of[str(names[i])] = f
+        sizes[f] += counts[i]
+    return np.array([fold_of[str(g)] for g in groups], dtype=np.int64)
+
+
+def early_step(lengths: Sequence[int]) -> int:
+    """The step the early-warning criterion reads: 10, or the median run length when runs are shorter."""
+    return int(max(min(10, int(np.median(lengths))), 2))
+
+
+def out_of_fold(
+    data: PrefixData, runs: Sequence[int], folds: NDArray[np.int64], candidate: Candidate
+) -> NDArray[np.float64]:
+    """Every row's logit from the fold model that did not see its run (NaN for rows outside ``runs``)."""
+    index = np.asarray(runs, dtype=np.int64)
+    out = np.full(len(data.run), np.nan)
+    for f in np.unique(folds):
+        model = fit_candidate(data, index[folds != f].tolist(), candidate)
+        held = data.rows_of(index[folds == f].tolist())
+        out[held] = model.logits(data)[held]
+    return out
+
+
+def criterion(data: PrefixData, runs: Sequence[int], logits: NDArray[np.float64]) -> float:
+    """What the choice maximises: the smaller of the fit's margins over the best same-prefix baseline at each
+    run's last step (characters written, steps) and at the early step (characters and prompt tokens so far)."""
+    k = early_step([len(data.runs[r].steps) for r in runs])
+    last, y, chars, steps = [], [], [], []
+    early, y_early, early_chars, early_prompt = [], [], [], []
+    for r in runs:
+        run = data.runs[r]
+        scores = logits[data.run == r]
+        written = np.cumsum([len(s.thought or "") + len(s.action_input or "") for s in run.steps])
+        last.append(scores[-1])
+        y.append(run.failed)
+        chars.append(written[-1])
+        steps.append(len(scores))
+        if len(scores) >= k:
+            early.append(scores[k - 1])
+            y_early.append(run.failed)
+            early_chars.append(written[k - 1])
+            early_prompt.append(run.prompt_tokens[k - 1])
+    margins = [auroc(y, last) - _best(auroc(y, chars), auroc(y, steps))]
+    if len(set(y_early)) == 2:
+        prompt = auroc(y_early, early_prompt) if any(early_prompt) else float("nan")
+        margins.append(auroc(y_early, early) - _best(auroc(y_early, early_chars), prompt))
+    finite = [m for m in margins if not math.isnan(m)]
+    return float(min(finite)) if finite else -1.0
+
+
+def _best(*values: float) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return max(finite) if finite else 0.5
+
+
+def select(data: PrefixData, runs: Sequence[int], *, k: int = 3, seed: int = 0) -> tuple[Candidate, dict[str, float]]:
+    """The candidate with the best inner cross-validated criterion on ``runs`` (ties: the simpler one)."""
+    runs = list(runs)
+    folds = grouped_folds([data.runs[r].group for r in runs], k, seed)
+    scores = {c.name: criterion(data, runs, out_of_fold(data, runs, folds, c)) for c in CANDIDATES}
+    best = max(CANDIDATES, key=lambda c: (round(scores[c.name], 3), -CANDIDATES.index(c)))
+    return best, scores
+
+
+@dataclass(frozen=True, slots=True)
+class OutOfFold:
+    """Pooled out-of-fold logits (one per row) and what each outer fold chose."""
+
+    logits: NDArray[np.float64]
+    folds: NDArray[np.int64]
+    chosen: list[str]
+
+
+def nested_out_of_fold(data: PrefixData, *, k: int = 5, inner: int = 3, seed: int = 0) -> OutOfFold:
+    """Outer task-grouped k-fold; each fold's family chosen by an inner grouped CV on its training side."""
+    runs = np.arange(len(data.runs))
+    folds = grouped_folds([r.group for r in data.runs], k, seed)
+    out = np.full(len(data.run), np.nan)
+    chosen = []
+    for f in range(k):
+        train = runs[folds != f]
+        candidate, _ = select(data, train, k=inner, seed=seed + 1 + f)
+        model = fit_candidate(data, train, candidate)
+        held = data.rows_of(runs[folds == f])
+        out[held] = model.logits(data)[held]
+        chosen.append(candidate.name)
+    return OutOfFold(out, folds, chosen)

@@ -1,0 +1,122 @@
+"""Labelled runs for ``rb-otel train``: any importer's format (or rb-otel's own OTLP/JSON traces), with outcomes.
+
+Each run becomes the steps a live step scorer would have seen (:func:`~rb_otel.steering.step_scoring.scorer_step`,
+the same views and cuts), keyed by its agent (:func:`~rb_otel.steering.baselines.agent_key`) and grouped by task
+(or user scenario), so folds keep a task's runs together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rb_otel.importers.detect import FORMATS, detect
+from rb_otel.importers.labels import Labels, load_labels
+from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
+from rb_otel.importers.replay import READERS
+from rb_otel.steering.baselines import agent_key
+from rb_otel.steering.scorer_protocol import ScorerStep
+
+__all__ = ["Dataset", "LabelledRun", "failed_of", "read_dataset"]
+
+
+@dataclass(slots=True)
+class LabelledRun:
+    """One run with its outcome, as the pilot scores it (its scored steps, in order)."""
+
+    run_id: str
+    source: str
+    agent: str
+    group: str
+    failed: bool
+    steps: list[ScorerStep]
+    prompt_tokens: list[int]  # the largest prompt (else call) in tokens so far, per step
+    tokens: list[int]  # tokens of each step's call
+
+
+@dataclass(slots=True)
+class Dataset:
+    runs: list[LabelledRun]
+    problems: list[ImportProblem] = field(default_factory=list)
+    unlabelled: int = 0
+    files: int = 0
+
+
+def failed_of(outcome: str) -> bool | None:
+    """``False`` for ``success``, ``True`` for a failure, ``None`` for anything else (unlabelled, unfinished, a run
+    rb-otel stopped: its outcome is not known)."""
+    if outcome == "success":
+        return False
+    if outcome.startswith("failure"):
+        return True
+    return None
+
+
+def read_dataset(
+    paths: Sequence[str | Path], *, labels: str | Path | Labels | None = None, format: str = "auto"
+) -> Dataset:
+    """Every labelled run under ``paths`` (files or directories, in name order). ``labels`` sets outcomes by run id.
+
+    Raises :class:`~rb_otel.importers.model.RecordError` for a file given by name that cannot be read (one found
+    in a directory is skipped and listed in ``problems``) and for an unknown ``format``.
+    """
+    if format != "auto" and format not in READERS:
+        raise RecordError(str(paths[0]) if paths else "", "format", f"unknown format {format!r}; choose {FORMATS}")
+    outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
+    data = Dataset(runs=[])
+    for path, in_directory in _files(paths):
+        try:
+            if not path.is_file():
+                raise RecordError(str(path), "file", "no such file or directory")
+            reader = READERS[detect(path) if format == "auto" else format]
+            found = list(reader(path, data.problems))
+        except RecordError as exc:
+            if not in_directory:
+                raise
+            data.problems.append(ImportProblem(exc.path, exc.where, exc.problem))
+            continue
+        data.files += 1
+        for run in found:
+            labelled = _labelled(run, outcomes)
+            if labelled is None:
+                data.unlabelled += 1
+            elif labelled.steps:
+                data.runs.append(labelled)
+    return data
+
+
+def _labelled(run: ImportedRun, labels: Labels | None) -> LabelledRun | None:
+    succeeded = labels.outcome_of(run.run_id) if labels is not None else None
+    failed = (not succeeded) if succeeded is not None else failed_of(run.outcome)
+    if failed is None:
+        return None
+    steps, prompt, tokens = [], [], []
+    largest = 0
+    for i, step in enumerate(run.steps):
+        if i == 0 and not step.thought:
+            continue  # a live run's first call with no thought is not scored (the first-call path)
+        steps.append(step.as_scorer_step())
+        largest = max(largest, step.input_tokens or step.tokens)
+        prompt.append(largest)
+        tokens.append(step.tokens)
+    return LabelledRun(
+        run_id=run.run_id,
+        source=run.source,
+        agent=agent_key(run.agent_name, run.model),
+        group=run.group_id or run.task_id or run.run_id,
+        failed=failed,
+        steps=steps,
+        prompt_tokens=prompt,
+        tokens=tokens,
+    )
+
+
+def _files(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
+    out: list[tuple[Path, bool]] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            out += [(p, True) for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
+        else:
+            out.append((path, False))
+    return out

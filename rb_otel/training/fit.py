@@ -1,0 +1,130 @@
+"""One fit of the pilot: logistic weights over the size features and (optionally) hashed text buckets.
+
+Every prefix of a run is a training row with the run's outcome as its label; each run weighs the same (its rows
+share one unit of weight), so a long run is not worth more than a short one. The size features keep
+non-negative weights ("more than this agent's normal is never evidence of health": a negative weight would fit
+one harness's quirk, and it keeps the score rising with a run that keeps overrunning); text weights have either
+sign. Only buckets seen in enough of the training *task groups* are learned (:data:`MIN_GROUP_SHARE`): a token
+from one task's runs (a customer's name, a file of one repository) says nothing about the next task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rb_otel.steering.pilot_model import FEATURES
+from rb_otel.training.features import PrefixData
+from rb_otel.training.logistic import fit as fit_logistic
+
+__all__ = ["CANDIDATES", "MIN_GROUP_SHARE", "TEXT_BITS", "Candidate", "Fitted", "fit_candidate"]
+
+#: Hash width of text buckets (16,384 buckets; a model keeps weights for the learned ones only).
+TEXT_BITS = 14
+#: A bucket is learned only when it occurs in at least this share of the training task groups (and in 2).
+MIN_GROUP_SHARE = 0.10
+_SIZE_PENALTY = 1.0  # on standardised size features
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A model family the fit chooses among by task-grouped cross-validation."""
+
+    name: str
+    text_value: str | None = None  # "log" or "tf"; None: size features only
+    text_penalty: float = 0.0
+    dense: tuple[str, ...] = FEATURES  # the size features it may use
+
+    @property
+    def columns(self) -> NDArray[np.int64]:
+        return np.array([FEATURES.index(f) for f in self.dense], dtype=np.int64)
+
+
+#: What ``rb-otel train`` chooses among (inner cross-validation picks one per fit).
+#: How long and big the run is against the agent's normal: what ranks runs at their end.
+TOTALS = ("overrun_steps", "overrun_chars", "overrun_context", "overrun_hedges", "overrun_errors",
+          "beyond_steps", "beyond_chars", "beyond_context")  # fmt: skip
+CANDIDATES = (
+    Candidate("size totals", dense=TOTALS),
+    Candidate("size"),
+    Candidate("size + text (log counts, L2 10)", "log", 10.0),
+    Candidate("size + text (log counts, L2 30)", "log", 30.0),
+    Candidate("size + text (frequencies, L2 100)", "tf", 100.0),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """A fitted linear model on raw features: ``logit = intercept + dense . x + sum text[b] * value_b``."""
+
+    candidate: Candidate
+    intercept: float
+    dense: NDArray[np.float64]  # one weight per FEATURES entry
+    text: dict[int, float]
+
+    def logits(self, data: PrefixData) -> NDArray[np.float64]:
+        """The logit of every row of ``data`` (the plain definition the runtime scorer is tested against)."""
+        z = self.intercept + data.dense @ self.dense
+        if self.text and self.candidate.text_value:
+            matrix = data.text(TEXT_BITS, self.candidate.text_value)
+            buckets = np.fromiter(self.text, dtype=np.int64)
+            weights = np.fromiter(self.text.values(), dtype=np.float64)
+            z = z + matrix[:, buckets] @ weights
+        return np.asarray(z, dtype=np.float64)
+
+    @property
+    def constant(self) -> bool:
+        """Every weight is zero: the model says the same of every run."""
+        return not np.any(self.dense) and not any(self.text.values())
+
+
+def _row_weights(data: PrefixData, rows: NDArray[np.bool_]) -> NDArray[np.float64]:
+    per_run = np.bincount(data.run[rows], minlength=len(data.runs)).astype(np.float64)
+    return np.asarray(1.0 / per_run[data.run[rows]], dtype=np.float64)
+
+
+def _learnable_buckets(data: PrefixData, rows: NDArray[np.bool_], matrix: object) -> NDArray[np.int64]:
+    """Buckets present in at least MIN_GROUP_SHARE of the training groups (and in two)."""
+    from scipy import sparse
+
+    present = (matrix[rows] > 0).astype(np.int8)  # type: ignore[index]
+    groups = np.array([data.runs[i].group for i in data.run[rows]])
+    names, index = np.unique(groups, return_inverse=True)
+    membership = sparse.csr_matrix(
+        (np.ones(len(index)), (index, np.arange(len(index)))), shape=(len(names), len(index))
+    )
+    groups_with = np.asarray(((membership @ present) > 0).sum(axis=0)).ravel()
+    return np.flatnonzero(groups_with >= max(MIN_GROUP_SHARE * len(names), 2)).astype(np.int64)
+
+
+def fit_candidate(data: PrefixData, runs: Sequence[int], candidate: Candidate) -> Fitted:
+    """Fit ``candidate`` on the rows of ``runs``."""
+    from scipy import sparse
+
+    rows = data.rows_of(runs)
+    y = data.failed[rows]
+    weights = _row_weights(data, rows)
+    columns = candidate.columns
+    dense = data.dense[rows][:, columns]
+    mean, scale = dense.mean(axis=0), dense.std(axis=0)
+    scale = np.where(scale > 1e-9, scale, 1.0)
+    blocks = [sparse.csr_matrix((dense - mean) / scale)]
+    penalty = [np.full(len(columns), _SIZE_PENALTY)]
+    nonnegative = [np.ones(len(columns), dtype=bool)]
+    buckets = np.zeros(0, dtype=np.int64)
+    if candidate.text_value is not None:
+        matrix = data.text(TEXT_BITS, candidate.text_value)
+        buckets = _learnable_buckets(data, rows, matrix)
+        blocks.append(matrix[rows][:, buckets])
+        penalty.append(np.full(len(buckets), candidate.text_penalty))
+        nonnegative.append(np.zeros(len(buckets), dtype=bool))
+    x = sparse.hstack(blocks).tocsr()
+    intercept, beta = fit_logistic(x, y, weights, np.concatenate(penalty), np.concatenate(nonnegative))
+    size = beta[: len(columns)] / scale
+    text = {int(b): float(w) for b, w in zip(buckets, beta[len(columns) :], strict=True) if abs(w) > 1e-9}
+    every = np.zeros(len(FEATURES))
+    every[columns] = size
+    return Fitted(candidate, float(intercept - (size * mean).sum()), every, text)

@@ -99,8 +99,6 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    import json
-
     from rb_otel.evaluation import EvaluationError, _print_progress, evaluate
     from rb_otel.importers import RecordError
 
@@ -109,21 +107,23 @@ def _evaluate(args: argparse.Namespace) -> int:
             args.paths,
             labels=args.labels,
             scorer=args.scorer or "pilot",
+            pilot_model=args.pilot_model,
             format=args.format,
             progress=None if args.quiet else _print_progress,
         )
-    except (EvaluationError, RecordError, OSError) as exc:
+    except (EvaluationError, RecordError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for problem in result.problems:
         print(f"skipped: {problem}", file=sys.stderr)
     if result.unlabelled:
         print(f"skipped: {result.unlabelled} run(s) without an outcome", file=sys.stderr)
-    for line in result.table():
-        print(line)
+    if args.json != "-":
+        for line in result.table():
+            print(line)
     # Written whole or not at all: each output goes to a temporary file renamed into place.
-    if args.json:
-        _write(Path(args.json), json.dumps(result.as_dict(), indent=1))
+    if args.json is not None:
+        _emit_json(args.json, result.as_dict())
     if args.html:
         from rb_otel.evaluation.html import render_html
 
@@ -173,8 +173,6 @@ def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
 
 
 def _ab_report(args: argparse.Namespace) -> int:
-    import json
-
     from rb_otel.ab.experiment_report import report
     from rb_otel.ab.prices import load_prices
     from rb_otel.ab.table import format_report
@@ -187,12 +185,50 @@ def _ab_report(args: argparse.Namespace) -> int:
         return 2
     for problem in result["problems"]:
         print(f"skipped {problem}", file=sys.stderr)
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    if args.json is None or args.json != "-":
+        print(format_report(result))
+    if args.json is not None:
+        _emit_json(args.json, result)
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rb_otel.importers import RecordError
+    from rb_otel.training import TrainingError, train
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            print(f"  {line}", file=sys.stderr)
+
+    try:
+        result = train(
+            args.paths,
+            labels=args.labels,
+            out=args.out,
+            max_false_stops=args.max_false_stops,
+            force=args.force,
+            format=args.format,
+            progress=progress,
+        )
+    except (TrainingError, RecordError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json != "-":
+        for line in result.report.table():
+            print(line)
+    if args.json is not None:
+        _emit_json(args.json, {"report": result.report.as_dict(), "written": str(result.written or "")})
+    if result.written is None:
+        print(f"not written: {args.out} (the report above says why; --force writes it anyway)", file=sys.stderr)
+        return 1
+    fsm = result.model.fsm
+    forced = "" if result.report.trusted else " (not trusted: written because of --force)"
+    print(f"wrote {result.written}{forced}: {result.model.version}, SKIP when the risk stays above "
+          f"{fsm['skip_threshold']:.3f} for {int(fsm['skip_window'])} steps", file=sys.stderr)  # fmt: skip
     return 0
 
 
 def _baselines(args: argparse.Namespace) -> int:
-
     from rb_otel.steering.baselines import BaselineStoreError, open_summary_store
 
     try:
@@ -249,17 +285,20 @@ def _emit_json(where: str, data: Any) -> None:
         _write(Path(where), text)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from rb_otel._version import __version__
+JSON_HELP = "also write the report as JSON to PATH (- or no PATH: only the JSON, to standard output)"
 
-    parser = argparse.ArgumentParser(prog="rb-otel", description="ReasonBlocks-style steering, as OpenTelemetry.")
-    parser.add_argument("--version", action="version", version=f"rb-otel {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log rb_otel warnings and debug output")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run scripted agents through the real pipeline and export them")
-    demo.add_argument("--out", default="out", help="directory for traces.jsonl, metrics.jsonl, report.html")
+
+def _json_option(parser: argparse.ArgumentParser) -> None:
+    """``--json PATH`` (a file, written whole or not at all), ``--json -`` or a bare ``--json`` (stdout): one
+    meaning in every command."""
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH", help=JSON_HELP)
+
+
+def _add_demo(sub: Any) -> None:
     from rb_otel.demo.scenarios import SCENARIOS
 
+    demo = sub.add_parser("demo", help="run scripted agents through the real pipeline and export them")
+    demo.add_argument("--out", default="out", help="directory for traces.jsonl, metrics.jsonl, report.html")
     demo.add_argument(
         "--scenario",
         action="append",
@@ -280,9 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--experiment", type=int, default=0, metavar="USERS", help="also run an A/B experiment and print its report"
     )
     demo.set_defaults(func=_demo)
-    from rb_otel.importers.detect import FORMATS
 
-    formats = ["auto", *FORMATS]
+
+def _add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     rep = sub.add_parser("replay", help="replay other harnesses' records as rb-otel traces and metrics")
     rep.add_argument("paths", nargs="+", help="files or directories to import")
     rep.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
@@ -292,14 +331,37 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default="out", help="directory for the OTLP-JSON files (when not exporting OTLP)")
     rep.set_defaults(func=_replay)
     ev = sub.add_parser("evaluate", help="replay labelled runs and measure how well steering flags failures")
-    ev.add_argument("paths", nargs="+", help="files or directories of runs")
+    ev.add_argument("paths", nargs="+", help="files or directories of runs (any importer format, or OTLP/JSON)")
     ev.add_argument("--labels", default=None, help="outcomes file, when the runs do not carry their own")
     ev.add_argument("--scorer", choices=["heuristic", "pilot"], default="pilot", help="scorer (default: pilot)")
+    ev.add_argument("--pilot-model", default=None, metavar="FILE", help="score with this pilot (rb-otel train's)")
     ev.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
-    ev.add_argument("--json", default=None, help="write the report as JSON here")
-    ev.add_argument("--html", default=None, help="write an HTML report with a calibration plot here")
+    _json_option(ev)
+    ev.add_argument("--html", default=None, help="write an HTML report with plots (calibration, stopping) here")
     ev.add_argument("--quiet", action="store_true", help="no progress lines")
     ev.set_defaults(func=_evaluate)
+
+
+def _add_train(sub: Any, formats: list[str]) -> None:
+    tr = sub.add_parser("train", help="fit the pilot to your agent's labelled runs; writes a pilot/2 model file")
+    tr.add_argument("paths", nargs="+", help="files or directories of runs (any importer format, or OTLP/JSON)")
+    tr.add_argument("--labels", default=None, help="outcomes file, when the runs do not carry their own")
+    tr.add_argument("--out", default="pilot.json", help="the model file to write (default: pilot.json)")
+    tr.add_argument(
+        "--max-false-stops",
+        type=float,
+        default=0.01,
+        metavar="SHARE",
+        help="SKIP's budget: at most this share of successful runs stopped, out of fold (default 0.01)",
+    )
+    tr.add_argument("--force", action="store_true", help="write the model even when the report does not trust it")
+    tr.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
+    _json_option(tr)
+    tr.add_argument("--quiet", action="store_true", help="no progress lines")
+    tr.set_defaults(func=_train)
+
+
+def _add_reports(sub: Any) -> None:
     rp = sub.add_parser("report", help="an HTML page for the runs in OTLP/JSON trace files")
     rp.add_argument("paths", nargs="+", help="OTLP/JSON lines files (the Collector file exporter's, the demo's)")
     rp.add_argument("--out", default="report.html", help="where to write the page (default: report.html)")
@@ -309,23 +371,47 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--experiment", required=True, help="the experiment id (rb.experiment.id)")
     ab.add_argument("--on-fraction", type=float, default=0.5, help="the assignment's on fraction (SRM check)")
     ab.add_argument("--prices", default=None, help="JSON: model -> {input, output, cache_read} USD per 1M tokens")
-    ab.add_argument("--json", action="store_true", help="print the report as JSON")
+    _json_option(ab)
     ab.set_defaults(func=_ab_report)
     bl = sub.add_parser("baselines", help="the pilot's per-agent baselines in a store: list them, or forget one")
     bl.add_argument("url", help="the store: sqlite:///path.db (or a path), redis://host:port/db")
-    bl.add_argument(
-        "--json", nargs="?", const="-", default=None, metavar="PATH", help="JSON to PATH (- or none: stdout)"
-    )
+    _json_option(bl)
     bl.add_argument("--forget", default=None, metavar="AGENT", help="drop this agent's baseline (its key, as listed)")
     bl.set_defaults(func=_baselines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from rb_otel._version import __version__
+    from rb_otel.importers.detect import FORMATS
+
+    parser = argparse.ArgumentParser(prog="rb-otel", description="ReasonBlocks-style steering, as OpenTelemetry.")
+    parser.add_argument("--version", action="version", version=f"rb-otel {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log rb-otel's own warnings and debug output")
+    sub = parser.add_subparsers(dest="command", required=True)
+    formats = ["auto", *FORMATS]
+    _add_demo(sub)
+    _add_replay_and_evaluate(sub, formats)
+    _add_train(sub, formats)
+    _add_reports(sub)
     return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    """rb-otel's loggers to standard error: errors (``-v``: warnings and debug too). The root logger and other
+    libraries' loggers are left as they are."""
+    logger = logging.getLogger("rb_otel")
+    if not any(getattr(h, "_rb_otel_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler._rb_otel_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if verbose else logging.ERROR)
+    logger.propagate = False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s"
-    )
+    _configure_logging(args.verbose)
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C, also while waiting on an export: a line, not a traceback

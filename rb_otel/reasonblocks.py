@@ -272,6 +272,7 @@ class ReasonBlocks:
         project_id: str = "default",
         metadata: Mapping[str, Any] | None = None,
         step_log_in_state: bool = True,
+        on_skip: str = "escalate",
         _experiment: ExperimentArm | None = None,
     ) -> ReasonBlocksMiddleware:
         """A LangChain ``AgentMiddleware``; put it last in ``create_agent(middleware=[...])``.
@@ -279,7 +280,10 @@ class ReasonBlocks:
         Each run's steps come back in ``invoke``'s result as ``rb_step_log`` (with ``rb_run_id``), and from
         ``mw.step_log_for(run_id)``; the run id is the LangChain run id (``config={"run_id": ...}``) unless
         ``run_id=`` names the first run. ``step_log_in_state=False`` drops the two state fields (and the
-        per-step state update that fills them); neither variant adds a graph node.
+        per-step state update that fills them); neither variant adds a graph node. ``on_skip``: what a run that
+        reaches SKIP does: ``"escalate"`` (the default: guidance, and the SKIP route of ``model_routing``) or
+        ``"stop"`` (the model is not called again; the run ends with a final message ``was_stopped()``
+        recognises, and ``rb.outcome`` ``stopped``).
         """
         from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
         from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
@@ -302,6 +306,7 @@ class ReasonBlocks:
             fields=fields,
             metadata=metadata,
             experiment=_experiment,
+            on_skip=on_skip,
         )
 
     def chat_model(self, model: Any, /, **middleware_kwargs: Any) -> SteeredChatModel:

@@ -29,6 +29,7 @@ __all__ = [
     "early_warning",
     "first_sustained",
     "stop_curve",
+    "stop_line",
     "stopping",
     "sustained_peak",
 ]
@@ -186,3 +187,12 @@ def _above(threshold: float, window: int) -> Callable[[RunTrace], int | None]:
 
 def _share(flags: list[bool]) -> float:
     return sum(flags) / len(flags) if flags else float("nan")
+
+
+def stop_line(s: StopFigures) -> str:
+    """One stopping rule's figures in words."""
+    tokens = "" if math.isnan(s.tokens_saved) else f", {s.tokens_saved:.1%} of tokens"
+    return (
+        f"{s.rule}: stops {s.stopped_failing:.1%} of failing runs and {s.stopped_successful:.1%} of successful "
+        f"ones (false stops); saves {s.steps_saved:.1%} of steps{tokens}"
+    )

@@ -5,25 +5,63 @@ from __future__ import annotations
 import base64
 import html
 import io
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rb_otel.evaluation import Evaluation
 
-__all__ = ["calibration_png", "render_html"]
+__all__ = ["calibration_png", "render_html", "stopping_png"]
 
 
-def calibration_png(evaluation: Evaluation) -> bytes:
-    """Predicted run risk against the observed failure rate per bin (point size = runs), with the diagonal."""
+def _pyplot() -> Any:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise RuntimeError(
-            "the HTML report's calibration plot needs matplotlib: pip install 'rb-otel[evaluate]'"
-        ) from None
+        raise RuntimeError("the HTML report's plots need matplotlib: pip install 'rb-otel[evaluate]'") from None
+    return plt
+
+
+def _png(figure: Any, plt: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def stopping_png(evaluation: Evaluation) -> bytes:
+    """What stopping runs would save against the false stops it costs, as a stop threshold on the score (held
+    for two steps) moves: steps and tokens saved and failing runs stopped, by the share of successful runs
+    stopped; the FSM's own SKIP and SLOW rules marked."""
+    plt = _pyplot()
+    curve = evaluation.stop_curve()
+    figure, axes = plt.subplots(figsize=(5.6, 4.2), dpi=110)
+    if curve:
+        x = [p.stopped_successful for p in curve]
+        axes.plot(x, [p.stopped_failing for p in curve], color="#c0392b", label="failing runs stopped")
+        axes.plot(x, [p.steps_saved for p in curve], color="#2471a3", label="steps saved")
+        if not any(p.tokens_saved != p.tokens_saved for p in curve):
+            axes.plot(x, [p.tokens_saved for p in curve], color="#2471a3", linestyle=":", label="tokens saved")
+    for rule, marker in zip(evaluation.stopping, ("o", "s"), strict=False):
+        axes.scatter([rule.stopped_successful], [rule.stopped_failing], color="#c0392b", marker=marker, zorder=3,
+                     label=rule.rule)  # fmt: skip
+    widest = max((p.stopped_successful for p in curve), default=0.1)
+    axes.set_xlim(0, min(0.5, max(widest, 0.1)))  # the region an operator would act in
+    axes.set_ylim(0, 1)
+    axes.set_xlabel("successful runs stopped (false stops)")
+    axes.set_ylabel("share")
+    axes.set_title(f"Stopping runs as the threshold moves, scorer {evaluation.scorer}")
+    axes.legend(loc="upper left", fontsize=7)
+    axes.grid(alpha=0.3)
+    return _png(figure, plt)
+
+
+def calibration_png(evaluation: Evaluation) -> bytes:
+    """Predicted run risk against the observed failure rate per bin (point size = runs), with the diagonal."""
+    plt = _pyplot()
     figure, axes = plt.subplots(figsize=(5, 4.2), dpi=110)
     axes.plot([0, 1], [0, 1], linestyle="--", color="#888", label="perfectly calibrated")
     if evaluation.calibration:
@@ -37,11 +75,7 @@ def calibration_png(evaluation: Evaluation) -> bytes:
     axes.set_title(f"Calibration, scorer {evaluation.scorer}")
     axes.legend(loc="upper left", fontsize=8)
     axes.grid(alpha=0.3)
-    buffer = io.BytesIO()
-    figure.tight_layout()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return buffer.getvalue()
+    return _png(figure, plt)
 
 
 def render_html(evaluation: Evaluation) -> str:
@@ -57,6 +91,18 @@ def render_html(evaluation: Evaluation) -> str:
         for outcome, counts in evaluation.states.items()
     )
     png = base64.b64encode(calibration_png(evaluation)).decode("ascii")
+    stops = base64.b64encode(stopping_png(evaluation)).decode("ascii")
+    early = "".join(
+        f"<tr><td>{r.k}</td><td>{r.runs}</td><td>{r.score:.3f}</td><td>{r.chars:.3f}</td>"
+        f"<td>{'n/a' if r.prompt_tokens != r.prompt_tokens else f'{r.prompt_tokens:.3f}'}</td></tr>"
+        for r in evaluation.early
+    )
+    stopping = "".join(
+        f"<tr><td>{html.escape(s.rule)}</td><td>{s.stopped_failing:.1%}</td><td>{s.stopped_successful:.1%}</td>"
+        f"<td>{s.steps_saved:.1%}</td><td>{'n/a' if s.tokens_saved != s.tokens_saved else f'{s.tokens_saved:.1%}'}"
+        "</td></tr>"
+        for s in evaluation.stopping
+    )
     failed = sum(r.failed for r in evaluation.runs)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rb-otel evaluation</title>
@@ -67,6 +113,14 @@ td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}}</style></head
 AUROC: the chance a failed run scores above a successful one (0.5 = no signal); intervals are 95% bootstrap,
 by task when tasks repeat.</p>
 <table><tr><th>signal</th><th>AUROC</th><th>95% interval</th><th>runs</th></tr>{rows}</table>
+<h2>Early warning</h2>
+<p>Over the runs still going at step k, beside the baselines a live run has from the same first k steps.</p>
+<table><tr><th>step</th><th>runs</th><th>score</th><th>characters so far</th><th>prompt tokens so far</th></tr>
+{early}</table>
+<h2>Stopping runs</h2>
+<table><tr><th>rule</th><th>failing runs stopped</th><th>successful runs stopped</th><th>steps saved</th>
+<th>tokens saved</th></tr>{stopping}</table>
+<img alt="savings against false stops as the stop threshold moves" src="data:image/png;base64,{stops}">
 <h2>Most severe state reached</h2><table>{states}</table>
 <h2>Calibration</h2>
 <img alt="calibration plot: predicted risk against observed failure rate" src="data:image/png;base64,{png}">

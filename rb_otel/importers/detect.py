@@ -20,6 +20,7 @@ FORMATS = (
     "tau_bench",
     "tau2_bench",
     "mini_swe_agent",
+    "otlp_json",
 )
 _SNIFF_BYTES = 1 << 20
 
@@ -51,6 +52,8 @@ def _document(obj: Any) -> str | None:
 
 def _line(obj: dict[str, Any]) -> str | None:
     """The format of one record (a JSONL line or a list element)."""
+    if isinstance(obj.get("resourceSpans"), list):
+        return "otlp_json"
     if "fsm_state" in obj or "thought_preview" in obj or ("run_id" in obj and "step" not in obj):
         return "steplog"
     if "role" in obj:

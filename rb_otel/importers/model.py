@@ -133,3 +133,8 @@ class ReplayResult:
     monitor_scores: list[dict[str, float]] = field(default_factory=list)  # per kept step, with rescoring
     max_composite: float = 0.0  # the largest monitor composite of the run, with rescoring
     chars: int = 0  # characters the agent wrote: thoughts and action inputs (the plain-length baseline)
+    # Per step, with rescoring: characters written and the largest prompt (else call) in tokens so far.
+    prefix_chars: list[int] = field(default_factory=list)
+    prefix_prompt_tokens: list[int] = field(default_factory=list)
+    agent_key: str = ""  # the key the scorer kept the agent's baseline under
+    earlier_runs: int | None = None  # how many earlier runs of the agent the baseline held when this run started

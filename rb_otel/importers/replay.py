@@ -21,6 +21,7 @@ from rb_otel.importers.formats import (
     mini_swe_agent,
     openai_messages,
     openhands,
+    otlp_json,
     steplog,
     swe_agent,
     tau2_bench,
@@ -53,6 +54,7 @@ READERS = {
     "tau_bench": tau_bench.read,
     "tau2_bench": tau2_bench.read,
     "mini_swe_agent": mini_swe_agent.read,
+    "otlp_json": otlp_json.read,
 }
 _STATES = {state.value: state for state in FSMState}
 #: Synthetic timing: each step lasts this long when the source recorded no times.
@@ -102,7 +104,14 @@ def replay(
     if format != "auto" and format not in READERS:
         raise RecordError(str(source), "format", f"unknown format {format!r}; choose auto or one of {FORMATS}")
     outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
-    resolved = resolve_scorer(scorer) if scorer is not None or rescore else None
+    # Named scorers learn their baselines here only: a replay never writes a configured store's baselines.
+    resolved = (
+        PilotScorer(baselines="memory://")
+        if scorer == "pilot"
+        else resolve_scorer(scorer)
+        if scorer is not None or rescore
+        else None
+    )
     telemetry = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
     ids = telemetry.derived_ids()
     problems: list[ImportProblem] = []
@@ -143,10 +152,16 @@ class _RunTally:
     entered: dict[str, int] = field(default_factory=dict)
     kept: list[StepLogEntry] = field(default_factory=list)
     monitor_scores: list[dict[str, float]] = field(default_factory=list)
+    prefix_chars: list[int] = field(default_factory=list)
+    prefix_prompt: list[int] = field(default_factory=list)
 
     def add(self, step: ImportedStep, entry: StepLogEntry, evaluation: MonitorEvaluation | None) -> None:
         self.count += 1
         self.chars += len(step.thought) + len(step.action_input or "")
+        if self.keep_steps:
+            largest = self.prefix_prompt[-1] if self.prefix_prompt else 0
+            self.prefix_chars.append(self.chars)
+            self.prefix_prompt.append(max(largest, step.input_tokens or step.tokens))
         if entry.fsm_state in ("SLOW", "SKIP") and entry.fsm_state not in self.entered:
             self.entered[entry.fsm_state] = entry.step
         state = _STATES.get(entry.fsm_state)
@@ -210,6 +225,7 @@ class _Replayer:
         for name, attributes in run.events:
             recorder.add_run_event(name, attributes)
         risk = None
+        earlier = getattr(getattr(session, "run_scorer", None), "baseline", None)
         if session is not None:
             risk = session.risk
             session.finish(outcome_status=run.outcome)  # the scorer folds the run into its baseline
@@ -236,6 +252,10 @@ class _Replayer:
             monitor_scores=tally.monitor_scores,
             max_composite=tally.max_composite,
             chars=tally.chars,
+            prefix_chars=tally.prefix_chars,
+            prefix_prompt_tokens=tally.prefix_prompt,
+            agent_key=agent_key(run.agent_name, run.model) if session is not None else "",
+            earlier_runs=earlier.runs if earlier is not None else None,
         )
 
     def _session(self, run: ImportedRun) -> SteeringSession:

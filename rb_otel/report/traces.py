@@ -49,6 +49,7 @@ class ReportStep:
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    output_messages: str | None = None  # gen_ai.output.messages, when captured
 
 
 @dataclass(slots=True)
@@ -147,6 +148,7 @@ def _step(span: dict[str, Any]) -> ReportStep:
         input_tokens=_int(attrs.get("gen_ai.usage.input_tokens")),
         output_tokens=_int(attrs.get("gen_ai.usage.output_tokens")),
         cache_read_tokens=_int(attrs.get("gen_ai.usage.cache_read.input_tokens")),
+        output_messages=attrs.get("gen_ai.output.messages"),
     )
 
 

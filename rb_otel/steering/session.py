@@ -35,7 +35,11 @@ from rb_otel.types import (
     StepRecord,
 )
 
-__all__ = ["FAST_SKIPPED_REASON", "SteeringSession", "StepEmitter", "parse_model_routing"]  # re-exported
+__all__ = ["FAST_SKIPPED_REASON", "OUTCOME_STOPPED", "SteeringSession", "StepEmitter", "parse_model_routing"]
+
+#: The outcome of a run the steering layer stopped (``rb.outcome``; the telemetry contract's value).
+OUTCOME_STOPPED = "stopped"
+_MISSING = object()
 
 _log = logging.getLogger("rb_otel.steering")
 
@@ -323,6 +327,25 @@ class SteeringSession:
                 self.emitter.step(self.run_id, entry, steering_ms=decision.steering_ms, composite=composite)
             except Exception:
                 _log.warning("telemetry emitter failed in step; continuing", exc_info=True)
+        return entry
+
+    def stop(self, decision: StepDecision, *, reason: str = "stopped at SKIP (on_skip='stop')") -> StepLogEntry:
+        """End the run at ``decision`` instead of making its model call (an adapter's ``on_skip="stop"``): the
+        step goes into ``step_log`` with ``skipped_reason`` and no tokens, the emitter is told (``stopped``, when it
+        has it), and the run's outcome becomes ``stopped``. The adapter then ends the run as it ends any other."""
+        entry = decision.entry
+        if self._open.pop(entry.step, _MISSING) is _MISSING:
+            raise ValueError(f"step {entry.step} was already ended (or does not belong to this session)")
+        entry.skipped_reason = reason
+        entry.model_id = ""
+        self.step_log.append(entry)
+        self._failure_reason = OUTCOME_STOPPED
+        report = getattr(self.emitter, "stopped", None)
+        if report is not None:
+            try:
+                report(self.run_id, entry)
+            except Exception:
+                _log.warning("telemetry emitter failed in stopped; continuing", exc_info=True)
         return entry
 
     def discard_step(self, decision: StepDecision) -> None:

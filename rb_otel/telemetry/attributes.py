@@ -94,8 +94,11 @@ class ChatResponse:
 
 
 def outcome_label(outcome: str) -> str:
-    """The bounded ``rb.outcome`` metric label: ``success`` (interruptions included) or ``failure``."""
-    return n.OUTCOME_SUCCESS if outcome in (n.OUTCOME_SUCCESS, n.OUTCOME_INTERRUPTED) else n.OUTCOME_FAILURE
+    """The bounded ``rb.outcome`` metric label: ``success`` (interruptions included), ``stopped`` (by the steering
+    layer, ``on_skip="stop"``) or ``failure``."""
+    if outcome in (n.OUTCOME_SUCCESS, n.OUTCOME_INTERRUPTED):
+        return n.OUTCOME_SUCCESS
+    return n.OUTCOME_STOPPED if outcome == n.OUTCOME_STOPPED else n.OUTCOME_FAILURE
 
 
 def error_type_of(outcome: str) -> str:

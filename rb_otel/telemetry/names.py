@@ -102,6 +102,8 @@ EXPERIMENT_OTHER: Final = "_other"
 
 # -- events ------------------------------------------------------------------------------------------------
 EVENT_FSM_TRANSITION: Final = "rb.fsm.transition"
+# The steering layer stopped the run instead of making the model call of step ``rb.step`` (``on_skip="stop"``).
+EVENT_RUN_STOPPED: Final = "rb.run.stopped"
 # Content as events (capture modes EVENT_ONLY / SPAN_AND_EVENT): the GenAI inference-details event on chat spans,
 # and ours on tool spans (the conventions define none there).
 EVENT_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
@@ -219,6 +221,8 @@ STEERING_DURATION_BUCKETS: Final = (
 OUTCOME_SUCCESS: Final = "success"
 OUTCOME_FAILURE: Final = "failure"
 OUTCOME_INTERRUPTED: Final = "interrupted"
+#: A run the steering layer ended at SKIP (``on_skip="stop"``): neither a success nor a failure of the agent's.
+OUTCOME_STOPPED: Final = "stopped"
 TOOL_TYPE_FUNCTION: Final = "function"
 ERROR_TYPE_OTHER: Final = "_OTHER"
 

@@ -174,6 +174,21 @@ class RunRecorder:
         except Exception:
             _log.warning("recording step %s failed; continuing", entry.step, exc_info=True)
 
+    def stopped(self, run_id: str, entry: StepLogEntry) -> None:
+        """The steering layer stopped the run at ``entry`` instead of making its model call (``on_skip="stop"``):
+        no ``chat`` span and no model-call metrics; the state it reached is recorded (transition event, SKIP
+        metrics) and a ``rb.run.stopped`` event goes on the run span. Never raises."""
+        try:
+            previous = self.summary.state
+            state = FSMState(entry.fsm_state) if entry.fsm_state else previous
+            if state is not previous:
+                self._transition(previous, state, entry)
+            self._run_span().add_event(
+                n.EVENT_RUN_STOPPED, {n.RB_STEP: entry.step, n.RB_FSM_STATE: state.value}, timestamp=ns(entry.timestamp)
+            )
+        except Exception:
+            _log.warning("recording the stop of run %s failed; continuing", self.info.run_id, exc_info=True)
+
     def monitor_scores(self, run_id: str, step: int, scores: Mapping[str, float]) -> None:
         """The monitor scores of ``step``, reported before :meth:`step` creates its span (the session and the
         importers do): its fired monitors become ``gen_ai.evaluation.result`` events with these scores."""

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from rb_otel.evaluation.early import EarlyRow, StopFigures
+from rb_otel.evaluation.early import EarlyRow, StopFigures, stop_line
 
 __all__ = ["MIN_FAILURES", "MIN_RUNS", "Figure", "TrainingReport"]
 
@@ -124,7 +124,7 @@ class TrainingReport:
                 f"  {r.k:>4} {r.runs:>6} {r.failed:>6} {r.score:>7.3f} {r.chars:>13.3f} {_na(r.prompt_tokens):>14}"
             )
         lines += ["", "stopping runs (thresholds cross-fitted: chosen without the runs they judge):"]
-        lines += [f"  {_stop_line(s)}" for s in self.stopping]
+        lines += [f"  {stop_line(s)}" for s in self.stopping]
         if self.order_sensitivity:
             lo, hi = min(self.order_sensitivity), max(self.order_sensitivity)
             lines.append(f"\nfile-order sensitivity: last-step AUROC {lo:.3f}-{hi:.3f} with the runs shuffled "
@@ -140,16 +140,3 @@ def _interval(low: float, high: float) -> str:
 
 def _na(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.3f}"
-
-
-def stop_line(s: StopFigures) -> str:
-    """One stopping rule in words (also used by ``rb-otel evaluate``)."""
-    return _stop_line(s)
-
-
-def _stop_line(s: StopFigures) -> str:
-    tokens = "" if math.isnan(s.tokens_saved) else f", {s.tokens_saved:.1%} of tokens"
-    return (
-        f"{s.rule}: stops {s.stopped_failing:.1%} of failing runs and {s.stopped_successful:.1%} of successful "
-        f"ones (false stops); saves {s.steps_saved:.1%} of steps{tokens}"
-    )

@@ -39,11 +39,12 @@ def reply_of(response: ModelResult) -> AIMessage | None:
 
 
 class StepCall:
-    """What ``wrap_model_call`` carries from before the model call to after it."""
+    """What ``wrap_model_call`` carries from before the model call to after it; ``chat`` is ``None`` when the
+    run is stopped instead (``on_skip="stop"``)."""
 
     __slots__ = ("chat", "decision", "request")
 
-    def __init__(self, decision: StepDecision, request: ModelRequest[Any], chat: ChatInvocation) -> None:
+    def __init__(self, decision: StepDecision, request: ModelRequest[Any], chat: ChatInvocation | None) -> None:
         self.decision = decision
         self.request = request
         self.chat = chat

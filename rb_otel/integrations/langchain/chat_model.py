@@ -23,13 +23,13 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.base import LangSmithParams
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableBinding
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from rb_otel.types import StepLogEntry
 
-from ._support import StepCall
+from ._support import StepCall, reply_of
 from .middleware import ReasonBlocksMiddleware
 from .runs import AgentRun
 
@@ -112,6 +112,8 @@ class SteeredChatModel(BaseChatModel):
         run, call = self._before(messages)
         if call is None:
             return self._call(self.inner, messages, stop, run_manager, kwargs)
+        if call.chat is None:
+            return _result(self.steering._stopped(run, call))
         try:
             result = self._call(call.request.model, _sent(call.request), stop, run_manager, kwargs)
         except BaseException as exc:
@@ -130,6 +132,8 @@ class SteeredChatModel(BaseChatModel):
         run, call = self._before(messages)
         if call is None:
             return await self._acall(self.inner, messages, stop, run_manager, kwargs)
+        if call.chat is None:
+            return _result(self.steering._stopped(run, call))
         try:
             result = await self._acall(call.request.model, _sent(call.request), stop, run_manager, kwargs)
         except BaseException as exc:
@@ -207,3 +211,9 @@ def _sent(request: ModelRequest[Any]) -> list[BaseMessage]:
     """The messages of a (possibly steered) request, system message first."""
     system = request.system_message
     return [system, *request.messages] if system is not None else list(request.messages)
+
+
+def _result(response: Any) -> ChatResult:
+    """The chat result carrying a hook's reply (the stop message of a stopped run)."""
+    reply = reply_of(response)
+    return ChatResult(generations=[ChatGeneration(message=reply)] if reply is not None else [])

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import TracePolicy, omit_payload
 
@@ -38,7 +38,7 @@ from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.session import SteeringSession
 from rb_otel.telemetry import ChatInvocation, ToolInvocation
 from rb_otel.telemetry.names import OUTCOME_SUCCESS
-from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, RunFields, StepDecision, StepLogEntry
+from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, FSMState, RunFields, StepDecision, StepLogEntry
 
 from ._guard import guard
 from ._support import ModelResult, StepCall, reply_of, steered_system_message
@@ -47,7 +47,14 @@ from .notes import HintGiven, TokensSaved
 from .routing import ModelRouter
 from .runs import AgentRun
 
-__all__ = ["ReasonBlocksMiddleware"]
+__all__ = ["ON_SKIP", "STOPPED", "ReasonBlocksMiddleware", "stop_message", "was_stopped"]
+
+#: What a run that reaches SKIP does: ``"escalate"`` (the default: guidance and the SKIP route of ``model_routing``,
+#: as ever) or ``"stop"`` (the model is not called; the run ends with :func:`stop_message` as its final answer
+#: and ``rb.outcome`` ``stopped``).
+ON_SKIP = ("escalate", "stop")
+#: The ``response_metadata`` key that marks the final message of a run rb-otel stopped.
+STOPPED = "rb_otel_stopped"
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
@@ -80,13 +87,18 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         fields: RunFields = _LANGCHAIN_FIELDS,
         metadata: Mapping[str, Any] | None = None,
         experiment: ExperimentArm | None = None,
+        on_skip: str = "escalate",
     ) -> None:
         """Built by ``ReasonBlocks.middleware()``: ``runs`` opens each invocation's steered run, ``router`` holds
         the chat models of ``model_routing`` (built once, shared by the middleware of one configuration);
-        ``experiment`` puts every run in one arm of an A/B experiment (``ReasonBlocks.ab_middleware``)."""
+        ``experiment`` puts every run in one arm of an A/B experiment (``ReasonBlocks.ab_middleware``);
+        ``on_skip`` (:data:`ON_SKIP`) what a run that reaches SKIP does."""
         super().__init__()
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError(f"metadata must be a mapping, got {type(metadata).__name__}")
+        if on_skip not in ON_SKIP:
+            raise ValueError(f"on_skip must be one of {', '.join(map(repr, ON_SKIP))}, got {on_skip!r}")
+        self.on_skip = on_skip
         self._runs = runs
         self._router = router if router is not None else ModelRouter(runs.model_routing)
         self._capture = runs.capture_content
@@ -185,6 +197,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         run, call = self._before_model(request)
         if call is None:
             return handler(request)
+        if call.chat is None:
+            return self._stopped(run, call)
         try:
             response = handler(call.request)
         except BaseException as exc:
@@ -198,6 +212,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         run, call = self._before_model(request)
         if call is None:
             return await handler(request)
+        if call.chat is None:
+            return self._stopped(run, call)
         try:
             response = await handler(call.request)
         except BaseException as exc:
@@ -234,6 +250,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
         else:
             decision = session.begin_step(thought=None, model_id=own_model.model_id)
+        if decision.state is FSMState.SKIP and self.on_skip == "stop" and not self._passthrough:
+            return StepCall(decision, request, None)  # no model call: the run ends here (``_stopped``)
         if self._passthrough:
             return StepCall(decision, request, self._start_chat(run, decision, request, own_model))
         overrides: dict[str, Any] = {}
@@ -272,8 +290,20 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             hints=run.take_hints(),
         )
 
+    def _stopped(self, run: AgentRun | None, call: StepCall) -> ModelResult:
+        """End the run at SKIP instead of calling the model: the final answer is :func:`stop_message`."""
+        entry = call.decision.entry
+        if run is not None:
+            try:
+                entry = run.session.stop(call.decision)
+            except Exception:
+                _log.warning("recording the stop failed; the run still ends", exc_info=True)
+        response = ModelResponse(result=[stop_message(entry)])
+        return response if run is None else self._with_state_update(run, entry, response)
+
     def _after_model(self, run: AgentRun | None, call: StepCall, response: ModelResult) -> ModelResult:
         """Record the call's result; returns what the hook returns (``response``, or it with a state update)."""
+        assert call.chat is not None
         if run is None:
             call.chat.stop()
             return response
@@ -298,6 +328,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return response
 
     def _model_failed(self, run: AgentRun | None, call: StepCall, error: BaseException) -> None:
+        assert call.chat is not None
         try:
             if run is not None:
                 run.session.discard_step(call.decision)
@@ -367,6 +398,23 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 for _hook in (ReasonBlocksMiddleware.wrap_model_call, ReasonBlocksMiddleware.awrap_model_call):
     _hook.__signature__ = inspect.signature(_hook)  # type: ignore[union-attr]
 del _hook
+
+
+def stop_message(entry: StepLogEntry) -> AIMessage:
+    """The final answer of a run rb-otel stopped at SKIP: no tool calls (the agent ends), marked with
+    ``response_metadata[STOPPED]`` so the caller can tell it from the model's own (:func:`was_stopped`)."""
+    return AIMessage(
+        content=(
+            f"[rb-otel] This run was stopped at step {entry.step}: its risk of failing stayed high enough to reach "
+            "SKIP, and the steering layer is set to stop such runs (on_skip='stop')."
+        ),
+        response_metadata={STOPPED: True, "rb_step": entry.step, "rb_fsm_state": entry.fsm_state},
+    )
+
+
+def was_stopped(message: object) -> bool:
+    """Whether ``message`` (e.g. ``out["messages"][-1]``) is the final answer of a run rb-otel stopped."""
+    return isinstance(message, AIMessage) and bool(message.response_metadata.get(STOPPED))
 
 
 class _OpenTool:

@@ -56,7 +56,8 @@ class ReasonBlocks:
     sends run events to rb-api's run endpoints. ``live_streaming_enabled=False`` turns export off.
     ``scorer="pilot"`` keeps each agent's baselines in ``baselines`` (``sqlite:///path.db`` or a path for workers on
     one machine, ``redis://host:port/db`` for several; default ``RB_OTEL_PILOT_BASELINES``, else this process's
-    memory; ``docs/fleet.md``). ``telemetry_batch_window``: a run stepping faster than this (seconds) records the
+    memory; ``docs/fleet.md``) and scores with ``pilot_model`` (a file ``rb-otel train`` wrote, fitted to your agent;
+    default: the shipped pilot). ``telemetry_batch_window``: a run stepping faster than this (seconds) records the
     metrics and ends the spans of its finished steps and tools in batches, at most this far apart and at its end
     (``0``: each at once; README).
     """
@@ -84,6 +85,7 @@ class ReasonBlocks:
         score_fn: Callable[[str], float] | None = None,
         scorer: str | Scorer | Callable[..., float] | None = None,
         baselines: str | Path | BaselineStore | None = None,
+        pilot_model: str | Path | None = None,
         steering_budget_s: float = 2.0,
         export_runs_to_api: bool = False,
         telemetry_batch_window: float = DEFAULT_BATCH_WINDOW,
@@ -106,7 +108,7 @@ class ReasonBlocks:
         del monitor_names  # accepted for backward compatibility and ignored (spec 1.1)
         self.token_budget = token_budget
         TraceStateManager(token_budget=token_budget)  # validates the budget
-        self._configure_scoring(scorer, score_fn, fsm_thresholds, baselines)
+        self._configure_scoring(scorer, score_fn, fsm_thresholds, baselines, pilot_model)
         self.e_traces_enabled = bool(e_traces_enabled)
         self.live_streaming_enabled = bool(live_streaming_enabled)
         self.task_profile = task_profile
@@ -142,6 +144,7 @@ class ReasonBlocks:
         score_fn: Callable[[str], float] | None,
         fsm_thresholds: Mapping[str, Any] | None,
         baselines: str | Path | BaselineStore | None,
+        pilot_model: str | Path | None,
     ) -> None:
         # scorer=None/"heuristic" keeps the documented text path (score_fn); any other scorer is resolved once
         # and shared by every run, so the pilot's per-agent baselines accumulate across runs.
@@ -152,8 +155,12 @@ class ReasonBlocks:
                 else "no other scorer has any"
             )
             raise ValueError(f"baselines= is where scorer='pilot' keeps its per-agent baselines; {hint}")
+        if pilot_model is not None and scorer != "pilot":
+            raise ValueError(
+                f"pilot_model= is a model for scorer='pilot' (rb-otel train's file), not scorer={scorer!r}"
+            )
         if scorer == "pilot":
-            self.scorer: Scorer | None = PilotScorer(baselines=baselines)
+            self.scorer: Scorer | None = PilotScorer(model=pilot_model, baselines=baselines)
         else:
             self.scorer = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
         preset = pilot_fsm_thresholds(self.scorer.model) if isinstance(self.scorer, PilotScorer) else {}

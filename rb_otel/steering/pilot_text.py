@@ -30,7 +30,7 @@ __all__ = ["TEXT_VALUES", "TextScore", "bucket", "step_tokens", "text_value"]
 #: How a bucket's count in the prefix becomes its feature value: ``log`` = log1p(count), ``tf`` = count / steps.
 TEXT_VALUES = ("log", "tf")
 _SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "run_command", "execute_bash", "cmd", "run_shell"})
-_WORD = re.compile(r"[a-z_]{3,24}")
+_WORD = re.compile(r"\b[a-z_]{3,24}\b")  # whole words of letters and _: "user_4417" and "zx9k1" are left out
 _ERROR_CLASS = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Exit|Failure))\b")
 _RETURN_CODE = re.compile(r"(?:<returncode>|exit code:?|exit status:?|returncode[=:])\s*(-?\d+)", re.IGNORECASE)
 _SEGMENT = re.compile(r"&&|\|\||[|;\n]")

@@ -70,26 +70,25 @@ def read_dataset(
             if not path.is_file():
                 raise RecordError(str(path), "file", "no such file or directory")
             reader = READERS[detect(path) if format == "auto" else format]
-            found = list(reader(path, data.problems))
+            # each run is taken whole before the next is read: streamed formats read both from one file
+            found = [labelled for run in reader(path, data.problems) if (labelled := _labelled(run, outcomes, data))]
         except RecordError as exc:
             if not in_directory:
                 raise
             data.problems.append(ImportProblem(exc.path, exc.where, exc.problem))
             continue
         data.files += 1
-        for run in found:
-            labelled = _labelled(run, outcomes)
-            if labelled is None:
-                data.unlabelled += 1
-            elif labelled.steps:
-                data.runs.append(labelled)
+        data.runs += [run for run in found if run.steps]
     return data
 
 
-def _labelled(run: ImportedRun, labels: Labels | None) -> LabelledRun | None:
+def _labelled(run: ImportedRun, labels: Labels | None, data: Dataset) -> LabelledRun | None:
     succeeded = labels.outcome_of(run.run_id) if labels is not None else None
     failed = (not succeeded) if succeeded is not None else failed_of(run.outcome)
     if failed is None:
+        for _ in run.steps:  # read past it (a streamed run's steps come from the same file)
+            pass
+        data.unlabelled += 1
         return None
     steps, prompt, tokens = [], [], []
     largest = 0

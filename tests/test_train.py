@@ -74,7 +74,7 @@ def test_train_reports_out_of_fold_figures_and_writes_a_versioned_model(trained:
     assert trained_on["failure_rate"] == round(321 / 586, 4) and trained_on["date"].startswith("20")
     assert "llm_agent:airline|grok-3" in trained_on["agents"]
     assert data["features"] == list(FEATURES)
-    assert data["skip"]["max_false_stops"] == 0.01 and data["fsm"]["skip_window"] == 2
+    assert data["skip"]["max_false_stops"] == 0.01 and data["fsm"]["skip_window"] == 3
     model = PilotModel.load(out)
     assert model.version == PILOT_V2 and model.fsm["skip_threshold"] >= model.fsm["slow_threshold"]
 
@@ -346,7 +346,6 @@ _EAGER = {"fast_threshold": 0.0, "slow_threshold": 0.01, "skip_threshold": 0.02,
 def _struggling_agent(rb: ReasonBlocks, **kwargs: Any) -> Any:
     from conftest import add
     from langchain.agents import create_agent
-
     from langchain_core.messages import AIMessage
 
     from rb_otel.testing import ScriptedChatModel, tool_call

@@ -36,7 +36,7 @@ from rb_otel.training.report import Figure, TrainingReport
 from rb_otel.training.thresholds import choose_fsm
 from rb_otel.types import FSMState
 
-__all__ = ["TrainingError", "TrainingResult", "train"]
+__all__ = ["TrainingError", "TrainingResult", "train", "train_dataset"]
 
 
 class TrainingError(ValueError):
@@ -78,9 +78,36 @@ def train(
     if not 0.0 <= max_false_stops < 1.0:
         raise TrainingError(f"max_false_stops must be in [0, 1), got {max_false_stops!r}")
     _require_scipy()
-    say = progress or (lambda _: None)
     dataset = read_dataset(paths, labels=labels, format=format)
-    runs = _checked_runs(dataset, paths)
+    _checked_runs(dataset, paths)
+    return train_dataset(
+        dataset,
+        out=out,
+        max_false_stops=max_false_stops,
+        force=force,
+        folds=folds,
+        shuffles=shuffles,
+        seed=seed,
+        progress=progress,
+    )
+
+
+def train_dataset(
+    dataset: Dataset,
+    *,
+    out: str | Path | None = None,
+    max_false_stops: float = 0.01,
+    force: bool = False,
+    folds: int = 5,
+    shuffles: int = 3,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> TrainingResult:
+    """:func:`train` on runs already read (a subset of a dataset, say: ``training/half_split.py`` fits on half
+    the task groups and tests on the other half)."""
+    _require_scipy()
+    say = progress or (lambda _: None)
+    runs = _checked_runs(dataset, ["the runs"])
     say(f"read {len(runs)} labelled runs from {dataset.files} file(s); extracting prefix features")
     prior = prior_of(runs)
     data = extract(runs, prior)

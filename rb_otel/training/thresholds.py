@@ -18,7 +18,9 @@ from rb_otel.types import FSMState
 __all__ = ["SKIP_WINDOW", "SLOW_WINDOW", "choose_fsm", "reaches"]
 
 SLOW_WINDOW = 2
-SKIP_WINDOW = 2
+#: Steps the risk must stay above SKIP's threshold. Persistence lets a lower threshold keep the same false-stop
+#: budget: on the development data's half splits, 3 stopped more failing runs than 2 (and than 5) at the budget.
+SKIP_WINDOW = 3
 FAST_WINDOW = 6
 
 

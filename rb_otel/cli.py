@@ -397,16 +397,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(verbose: bool) -> None:
-    """rb-otel's loggers to standard error: errors (``-v``: warnings and debug too). The root logger and other
-    libraries' loggers are left as they are."""
+    """rb-otel's loggers to standard error: errors, and with ``-v`` warnings and debug output too. Only rb-otel's
+    loggers: the root logger and other libraries' are left as they are, and a process that configured logging
+    itself (an application calling :func:`main`) keeps its handlers."""
     logger = logging.getLogger("rb_otel")
-    if not any(getattr(h, "_rb_otel_cli", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        handler._rb_otel_cli = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG if verbose else logging.ERROR)
-    logger.propagate = False
+    if verbose:
+        logger.setLevel(logging.DEBUG)
+    if logging.getLogger().handlers or logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    if not verbose:
+        logger.setLevel(logging.ERROR)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -51,9 +51,9 @@ def test_a_fast_run_batches_step_metrics_until_it_ends(otel: Otel) -> None:
     rb = _rb(otel, 60)
     session = rb.session(agent_name="batch")
     _steps(session, THOUGHTS)
-    assert otel.metric_sum("rb.steps") == 0 and otel.metric_sum("rb.step.difficulty") == 0  # waiting
-    assert otel.spans("chat") == []  # their ends wait too
-    assert otel.metric_sum("rb.runs.active") == 1  # state metrics never wait
+    assert otel.spans("chat") == []  # their ends wait
+    assert rb.telemetry.pending > 0  # ... and so do their measurements
+    assert otel.metric_sum("rb.runs.active") == 1  # state metrics never wait (a collection flushes the rest)
     assert otel.metric_sum("rb.fsm.transitions") == 1
     session.finish()
     chats = sorted(otel.spans("chat"), key=lambda s: s.start_time or 0)

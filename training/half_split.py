@@ -114,8 +114,8 @@ def main() -> int:
                 row = figures(score(result.model, test_half))
                 row["family"] = result.model.trained["family"]
                 rows.append(row)
-                print(f"{name} seed {seed}: " + ", ".join(
-                    f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)  # fmt: skip
+                shown = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
+                print(f"{name} seed {seed}: {shown}", flush=True)
             keys = [k for k in rows[0] if isinstance(rows[0][k], float)]
             out[name] = {"seeds": rows, "mean": {k: float(np.nanmean([r[k] for r in rows])) for k in keys}}
     print()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import logging
 import math
 import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -22,9 +22,13 @@ from rb_otel.telemetry.derived_ids import DerivedIds
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.recorder import RunInfo, RunRecorder
 
-__all__ = ["INSTRUMENTATION_NAME", "EnclosingSpan", "Telemetry"]
+__all__ = ["INSTRUMENTATION_NAME", "REPLAY_SCOPE_ATTRIBUTE", "SCHEMA_URL", "EnclosingSpan", "Telemetry"]
 
 INSTRUMENTATION_NAME = "rb_otel"
+#: The semantic conventions the telemetry follows (``schema_url`` of the tracer, the meter and the logger).
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
+#: The instrumentation-scope attribute of the tracer replays use (a scope of its own: see ``derived_ids``).
+REPLAY_SCOPE_ATTRIBUTE = "rb.replay"
 
 _log = logging.getLogger("rb_otel.telemetry")
 
@@ -36,22 +40,64 @@ class EnclosingSpan:
     trace_id: str
 
 
+#: An observable instrument that reports nothing: its callback flushes runs' batches before each collection.
+BATCH_FLUSH_INSTRUMENT = "rb.internal.batch_flush"
+_FLUSH_DESCRIPTION = "Never reports a value: flushes rb-otel's batched measurements before each collection"
+
 _BATCHING: weakref.WeakSet[Telemetry] = weakref.WeakSet()
 _BATCHING_LOCK = threading.Lock()
 
 
 def _flush_at_exit() -> None:
-    # Registered when the first batching Telemetry is made, i.e. after the providers it was given, so it runs
-    # before their own exit hooks (atexit is last-in, first-out) and what runs in flight hold still goes out.
+    # Must run before the providers' own exit hooks (atexit is last-in, first-out): registered again whenever a
+    # Telemetry meets a provider it had not seen (at a run's start), so it stays after every provider made before.
     with _BATCHING_LOCK:
         hubs = list(_BATCHING)
     for hub in hubs:
         hub.flush()
 
 
-@functools.cache
 def _register_exit_hook() -> None:
+    """(Re-)register the exit flush last, so it runs first (lock held)."""
+    atexit.unregister(_flush_at_exit)
     atexit.register(_flush_at_exit)
+
+
+class _RunFlushProcessor:
+    """A span processor (duck-typed: the SDK calls these methods) registered with an SDK tracer provider a
+    :class:`Telemetry` records to, so ``provider.force_flush()`` also does what runs in flight are batching: it
+    ends their finished spans, then flushes the provider again so those spans are exported too."""
+
+    def __init__(self, hub: Telemetry, provider: Any) -> None:
+        self._hub = weakref.ref(hub)
+        self._provider = weakref.ref(provider)
+        self._inside = threading.local()
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        return None
+
+    def _on_ending(self, span: Any) -> None:
+        return None
+
+    def on_end(self, span: Any) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        hub = self._hub()
+        if hub is not None:
+            hub.flush()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        hub, provider = self._hub(), self._provider()
+        if hub is None or provider is None or getattr(self._inside, "active", False) or not hub.pending:
+            return True
+        hub.flush()
+        self._inside.active = True
+        try:  # the spans just ended reached the processors that flushed before this one: flush them again
+            result = provider.force_flush(timeout_millis)
+        finally:
+            self._inside.active = False
+        return bool(result)
 
 
 class Telemetry:
@@ -87,15 +133,25 @@ class Telemetry:
         self.enabled = enabled
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
-        self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=tracer_provider)
-        self.meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider=meter_provider)
+        self.tracer = trace.get_tracer(
+            INSTRUMENTATION_NAME, __version__, tracer_provider=tracer_provider, schema_url=SCHEMA_URL
+        )
+        self.meter = metrics.get_meter(
+            INSTRUMENTATION_NAME, __version__, meter_provider=meter_provider, schema_url=SCHEMA_URL
+        )
         self.instruments = Instruments(self.meter)
         self.content = ContentPolicy(resolve_capture_mode(capture_content))
         self.batch_window = float(batch_window)
         self._recorders: weakref.WeakSet[RunRecorder] = weakref.WeakSet()  # for flush(); never keeps one alive
         self._lock = threading.Lock()
+        self._providers_seen: set[int] = set()
         if self.batch_window:
             self._watch_exit()
+            # A collection (a periodic export, a Prometheus scrape, force_flush) first runs the callbacks of
+            # observable instruments: this one does the batched work, so the collection sees its measurements.
+            self.meter.create_observable_up_down_counter(
+                BATCH_FLUSH_INSTRUMENT, callbacks=[self._flush_for_collection], description=_FLUSH_DESCRIPTION
+            )
 
     def always_on(self) -> Telemetry:
         """This telemetry, or (when it was made with ``enabled=False``) one recording to the providers it was
@@ -125,7 +181,39 @@ class Telemetry:
         if self.batch_window:
             with self._lock:
                 self._recorders.add(recorder)
+            self._watch_provider()
         return recorder
+
+    def _watch_provider(self) -> None:
+        """Meet the tracer provider runs record to (the given one, else the global one now): register the span
+        processor that flushes runs' batches with it, and move the exit flush after its exit hook."""
+        provider = self.tracer_provider or trace.get_tracer_provider()
+        key = id(provider)
+        if key in self._providers_seen:
+            return
+        with self._lock:
+            if key in self._providers_seen:
+                return
+            self._providers_seen.add(key)
+        add = getattr(provider, "add_span_processor", None)
+        if add is not None:
+            try:
+                add(_RunFlushProcessor(self, provider))
+            except Exception:
+                _log.warning("registering the batch flush with %s failed", type(provider).__name__, exc_info=True)
+        with _BATCHING_LOCK:
+            _register_exit_hook()
+
+    @property
+    def pending(self) -> int:
+        """Finished work runs in flight are holding (spans to end, measurements to record)."""
+        with self._lock:
+            recorders = list(self._recorders)
+        return sum(r.pending for r in recorders)
+
+    def _flush_for_collection(self, options: Any) -> list[Any]:
+        self.flush()
+        return []
 
     @contextlib.contextmanager
     def enclosing_span(self, name: str) -> Iterator[EnclosingSpan]:
@@ -134,12 +222,27 @@ class Telemetry:
             yield EnclosingSpan(format(span.get_span_context().trace_id, "032x"))
 
     def derived_ids(self) -> DerivedIds:
-        """Make this object's tracer take span and trace ids from :meth:`DerivedIds.seeded` blocks (replays that
-        must give the same ids every time); outside such a block ids stay random. A no-op tracer is left alone."""
-        fallback = getattr(self.tracer, "id_generator", None)
-        ids = DerivedIds(fallback)
-        if fallback is not None:  # the SDK tracer: our own instance, nobody else's
-            self.tracer.id_generator = ids  # type: ignore[attr-defined]
+        """Switch this object to a tracer of its own whose span and trace ids come from :meth:`DerivedIds.seeded`
+        blocks (replays that must give the same ids every time; outside such a block ids stay random).
+
+        The SDK caches one tracer per instrumentation scope and every live run of the provider uses it, so the
+        replay tracer gets a scope of its own (the scope attribute ``rb.replay``): live runs' tracer, and their
+        random ids, are never touched. A no-op tracer is left alone."""
+        tracer = trace.get_tracer(
+            INSTRUMENTATION_NAME,
+            __version__,
+            tracer_provider=self.tracer_provider,
+            schema_url=SCHEMA_URL,
+            attributes={REPLAY_SCOPE_ATTRIBUTE: True},
+        )
+        current = getattr(tracer, "id_generator", None)
+        if isinstance(current, DerivedIds):  # a replay of this provider installed it: one serves every replay
+            ids = current
+        else:
+            ids = DerivedIds(current)
+            if current is not None:  # the SDK's replay-scope tracer, used by replays only
+                tracer.id_generator = ids  # type: ignore[attr-defined]
+        self.tracer = tracer
         return ids
 
     def flush_providers(self, timeout: float = 5.0) -> None:
@@ -163,8 +266,9 @@ class Telemetry:
                 _log.warning("flushing %s failed", type(provider).__name__, exc_info=True)
 
     def _watch_exit(self) -> None:
-        with _BATCHING_LOCK:  # functools.cache alone may run it twice under a race
-            _register_exit_hook()
+        with _BATCHING_LOCK:
+            if not _BATCHING:
+                _register_exit_hook()
             _BATCHING.add(self)
 
     def flush(self) -> None:

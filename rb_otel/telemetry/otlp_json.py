@@ -46,7 +46,8 @@ class _JsonLines:
         self._lock = threading.Lock()
 
     def write(self, message: Any) -> bool:
-        line = json.dumps(_hex_ids(MessageToDict(message)), separators=(",", ":"))
+        # OTLP/JSON encodes enums (span kind, status code) as integers, not their protobuf names
+        line = json.dumps(_hex_ids(MessageToDict(message, use_integers_for_enums=True)), separators=(",", ":"))
         with self._lock:
             if self._file is None:
                 return False

@@ -221,6 +221,11 @@ class RunRecorder:
         """Do the finished work this run is batching (``batch.py``); the providers own export."""
         self.flush()
 
+    @property
+    def pending(self) -> int:
+        """Finished work this run is holding in its batch."""
+        return self._batch.pending
+
     def flush(self) -> None:
         """Record the measurements and end the spans this run is batching, now; never raises."""
         self._batch.flush()

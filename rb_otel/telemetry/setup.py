@@ -2,9 +2,9 @@
 
 Precedence is argument > environment variable > default:
 
-* ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: ``otlp``, ``console``, ``none`` (and ``prometheus`` for
-  metrics). Without them: OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else the OTLP-JSON files given as
-  ``traces_file``/``metrics_file`` (the demo's default), else nothing.
+* ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: a comma-separated list of ``otlp``, ``console``, ``none``
+  (and ``prometheus`` for metrics), each one used. Without them: OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set,
+  else the OTLP-JSON files given as ``traces_file``/``metrics_file`` (the demo's default), else nothing.
 * ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``grpc`` (default) or ``http/protobuf``; endpoint, headers and timeouts are
   read by the OTLP exporters themselves.
 * ``OTEL_EXPORTER_PROMETHEUS_HOST`` / ``_PORT``: the pull endpoint, bound to 127.0.0.1 unless told otherwise.
@@ -83,15 +83,20 @@ class Providers:
         return lines, True
 
 
-def _choice(env: str, allowed: tuple[str, ...], default: str) -> str:
+def _choices(env: str, allowed: tuple[str, ...], default: str) -> list[str]:
+    """The exporters a comma-separated ``OTEL_*_EXPORTER`` names, in order, each once (``none``: none); an
+    unknown name is warned about and left out; unset or nothing left: ``default``."""
     raw = os.environ.get(env, "").strip().lower()
     if not raw:
-        return default
-    value = raw.split(",")[0].strip()
-    if value not in allowed:
-        _log.warning("%s=%r is not one of %s; using %r", env, raw, ", ".join(allowed), default)
-        return default
-    return value
+        return [default]
+    names = list(dict.fromkeys(v.strip() for v in raw.split(",") if v.strip()))
+    unknown = [v for v in names if v not in allowed]
+    if unknown:
+        _log.warning("%s: %s not one of %s; left out", env, ", ".join(map(repr, unknown)), ", ".join(allowed))
+    chosen = [v for v in names if v in allowed]
+    if "none" in chosen:
+        return []
+    return chosen or [default]
 
 
 def _otlp_http() -> bool:
@@ -200,36 +205,40 @@ def configure(
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
     has_endpoint = bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
     default = "otlp" if has_endpoint else "file"
-    traces_kind = _choice("OTEL_TRACES_EXPORTER", ("otlp", "console", "none"), default)
-    metrics_kind = _choice("OTEL_METRICS_EXPORTER", ("otlp", "console", "prometheus", "none"), default)
+    traces_kinds = _choices("OTEL_TRACES_EXPORTER", ("otlp", "console", "none"), default)
+    metrics_kinds = _choices("OTEL_METRICS_EXPORTER", ("otlp", "console", "prometheus", "none"), default)
     descriptions: list[str] = []
 
     # No atexit shutdown: the caller shuts down (Providers.shutdown), and a Ctrl-C during that wait must end the
     # process rather than start the same bounded wait again from an exit handler.
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    span_exporter = _span_exporter(traces_kind, Path(traces_file) if traces_file else None, timeout_s)
     counting = None
     target = ""
-    if span_exporter is not None:
-        counting = CountingSpanExporter(span_exporter)
-        tracer_provider.add_span_processor(BatchSpanProcessor(counting, export_timeout_millis=timeout_ms))
-        target = str(traces_kind if traces_kind != "file" else traces_file)
-        descriptions.append(f"traces -> {target}")
+    for kind in traces_kinds:  # each named exporter gets its own processor; the first is the one counted
+        span_exporter = _span_exporter(kind, Path(traces_file) if traces_file else None, timeout_s)
+        if span_exporter is None:
+            continue
+        where = str(kind if kind != "file" else traces_file)
+        if counting is None:
+            span_exporter = counting = CountingSpanExporter(span_exporter)
+            target = where
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter, export_timeout_millis=timeout_ms))
+        descriptions.append(f"traces -> {where}")
 
     readers: list[MetricReader] = []
     served_port = None
-    if metrics_kind == "prometheus" or prometheus_port is not None:
+    if "prometheus" in metrics_kinds or prometheus_port is not None:
         reader, served_port = _prometheus_reader(prometheus_port)
         readers.append(reader)
         descriptions.append(f"metrics -> Prometheus pull endpoint on port {served_port}")
-    if metrics_kind != "prometheus":
-        metric_exporter = _metric_exporter(metrics_kind, Path(metrics_file) if metrics_file else None, timeout_s)
+    for kind in metrics_kinds:
+        metric_exporter = _metric_exporter(kind, Path(metrics_file) if metrics_file else None, timeout_s)
         if metric_exporter is not None:
             readers.append(
                 PeriodicExportingMetricReader(
                     metric_exporter, export_interval_millis=metric_interval_ms, export_timeout_millis=timeout_ms
                 )
             )
-            descriptions.append(f"metrics -> {metrics_kind if metrics_kind != 'file' else metrics_file}")
+            descriptions.append(f"metrics -> {kind if kind != 'file' else metrics_file}")
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     return Providers(tracer_provider, meter_provider, descriptions, served_port, counting, target)

@@ -230,3 +230,64 @@ def test_no_function_is_longer_than_the_limit() -> None:
 def test_each_layer_exists(layer: str) -> None:
     # a renamed package would make the rules above vacuous
     assert any(m == layer or m.startswith(layer + ".") for m in MODULES)
+
+
+# -- every import is a declared dependency --------------------------------------------------------------------
+
+
+def _declared() -> set[str]:
+    """The distributions ``pyproject.toml`` declares: the core dependencies and every extra but ``dev``."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    requirements = list(project["dependencies"])
+    for extra, items in project["optional-dependencies"].items():
+        if extra != "dev":
+            requirements += items
+    names = {re.split(r"[\[<>=!~;\s]", r, maxsplit=1)[0] for r in requirements}
+    return {n.lower().replace("_", "-") for n in names}
+
+
+def _distribution_of(module: str, files: dict[str, str]) -> str | None:
+    """The installed distribution that provides ``module`` (the longest package path it ships)."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        path = "/".join(parts[:n])
+        for candidate in (f"{path}/__init__.py", f"{path}.py"):
+            if candidate in files:
+                return files[candidate]
+    return None
+
+
+def test_every_import_in_the_package_is_a_declared_dependency() -> None:
+    import sys
+    from importlib import metadata
+
+    files: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"].lower().replace("_", "-")
+        for file in dist.files or ():
+            files.setdefault(str(file), name)
+    declared = _declared() | {"rb-otel"}
+    undeclared = []
+    for module, line, target in _third_party_imports():
+        if _root(target) in sys.stdlib_module_names or _root(target) == "rb_otel":
+            continue
+        dist = _distribution_of(target, files)
+        if dist is None or dist not in declared:
+            undeclared.append(f"{module}:{line} imports {target} ({dist or 'not installed'})")
+    assert undeclared == []
+
+
+def _third_party_imports() -> Iterator[tuple[str, int, str]]:
+    """``(module, line, imported module)``; ``from pkg import name`` is ``pkg.name`` (namespace packages such as
+    ``opentelemetry`` are shipped by several distributions: the submodule tells which)."""
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield module, node.lineno, alias.name
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                for alias in node.names:
+                    yield module, node.lineno, f"{node.module}.{alias.name}"

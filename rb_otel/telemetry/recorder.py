@@ -14,6 +14,7 @@ import contextlib
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,6 +74,8 @@ class RunRecorder:
         self._content = content
         self._parent = parent
         self._batch = Batch(batch_window)  # finished work done in batches while the run steps fast (batch.py)
+        # a run dropped without an end still ends the spans its batch holds (what had finished is not lost)
+        weakref.finalize(self, self._batch.close)
         self._metrics = RunMetrics(instruments, info.agent_name, self._batch, experiment=info.experiment)
         self._lock = threading.Lock()
         self._span: Span | None = None

@@ -140,7 +140,7 @@ def agent_floors(runs: int, warmup: int = 20) -> list[dict[str, float | str]]:
         return create_agent(chat_model, [add], middleware=middleware, system_prompt="You are a calculator.")
 
     def unsteered(**providers: Any) -> ReasonBlocks:
-        return ReasonBlocks(monitor_backend=NoMonitors(), e_traces_enabled=False, score_fn=lambda t: 0.5, **providers)
+        return ReasonBlocks(monitor_backend=NoMonitors(), e_traces_enabled=False, scorer=lambda t: 0.5, **providers)
 
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()

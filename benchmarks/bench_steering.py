@@ -31,7 +31,8 @@ from typing import Any
 
 from _thoughts import thoughts
 
-from rb_otel import DifficultyFSM, ReasonBlocks, SteeringSession, TraceStateManager, create_injections
+from rb_otel import ReasonBlocks
+from rb_otel.steering import DifficultyFSM, SteeringSession, TraceStateManager, create_injections
 from rb_otel.steering.etraces import InMemoryPatternStore, Pattern, RetrievalQuery
 
 

@@ -1,21 +1,30 @@
-"""The checks of ``ReasonBlocks``' constructor arguments: at the API boundary, each failing with its name."""
+"""The checks of ``ReasonBlocks``' constructor arguments: at the API boundary, each failing with its name, and the
+previous release's argument names, still accepted with a ``DeprecationWarning``."""
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rb_otel.steering.monitors.profiles import resolve_weights
 
-__all__ = ["check_arguments"]
+__all__ = ["DEFAULT_STEERING_BUDGET_S", "Legacy", "check_arguments", "resolve_legacy", "warn_ignored"]
+
+_log = logging.getLogger("rb_otel")
+
+#: Seconds rb-api calls may take per step before the step fails open to the embedded backends.
+DEFAULT_STEERING_BUDGET_S = 2.0
 
 
-def check_arguments(  # noqa: PLR0917 - the constructor's arguments, checked in one place
+def check_arguments(
+    *,
     api_key: str | None,
     fsm_thresholds: Mapping[str, Any] | None,
     task_profile: str,
     monitor_weights: Mapping[str, float] | None,
-    score_fn: Callable[[str], float] | None,
     scorer: object,
     steering_budget_s: float,
 ) -> None:
@@ -27,9 +36,66 @@ def check_arguments(  # noqa: PLR0917 - the constructor's arguments, checked in 
     if not isinstance(task_profile, str) or not task_profile:
         raise ValueError("task_profile must be a non-empty string")
     resolve_weights(task_profile, monitor_weights)  # unknown profile or bad weight: fail now
-    if score_fn is not None and not callable(score_fn):
-        raise TypeError("score_fn must be callable")
-    if score_fn is not None and scorer not in (None, "heuristic"):
-        raise ValueError("pass score_fn (a fn(thought) -> float) or scorer, not both")
     if not steering_budget_s > 0:
         raise ValueError(f"steering_budget_s must be positive, got {steering_budget_s!r}")
+    del scorer  # resolved (and checked) by resolve_scorer
+
+
+@dataclass(frozen=True, slots=True)
+class Legacy:
+    """The effective values once the previous release's argument names are mapped to this one's."""
+
+    scorer: Any
+    telemetry_enabled: bool
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"ReasonBlocks({old}) is deprecated: use {new}", DeprecationWarning, stacklevel=4)
+
+
+def resolve_legacy(
+    score_fn: Callable[[str], float] | None,
+    scorer: Any,
+    live_streaming_enabled: bool | None,
+    telemetry_enabled: bool,
+    monitor_names: list[str] | None,
+) -> Legacy:
+    """Map ``score_fn``, ``live_streaming_enabled`` and ``monitor_names`` to this release's arguments (warning)."""
+    if score_fn is not None:
+        if not callable(score_fn):
+            raise TypeError("score_fn must be callable")
+        if scorer not in (None, "heuristic"):
+            raise ValueError("pass score_fn (deprecated) or scorer, not both")
+        _deprecated("score_fn=fn", "scorer=fn (a fn(thought) -> float is a text scorer)")
+        from rb_otel.steering.scorers import text_scorer
+
+        scorer = text_scorer(score_fn)
+    if live_streaming_enabled is not None:
+        _deprecated("live_streaming_enabled=...", "telemetry_enabled=... (it switches all of rb-otel's telemetry)")
+        telemetry_enabled = bool(live_streaming_enabled) and telemetry_enabled
+    if monitor_names is not None:
+        _deprecated("monitor_names=...", "nothing: it never had an effect (the task profile chooses the monitors)")
+    return Legacy(scorer, telemetry_enabled)
+
+
+def warn_ignored(
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    steering_budget_s: float,
+    export_runs_to_api: bool,
+    telemetry_enabled: bool,
+    capture_content: bool | str | None,
+) -> None:
+    """A warning for each argument that would be silently ignored in this combination."""
+    if not api_key:
+        if base_url:
+            _log.warning("base_url is set but no api_key: steering runs embedded")
+        if export_runs_to_api:
+            _log.warning("export_runs_to_api=True needs an api_key: no run is sent to rb-api")
+        if steering_budget_s != DEFAULT_STEERING_BUDGET_S:
+            _log.warning("steering_budget_s bounds rb-api calls; without an api_key there are none")
+    elif export_runs_to_api and not telemetry_enabled:
+        _log.warning("export_runs_to_api=True with telemetry_enabled=False: run export is off too")
+    if capture_content not in (None, False) and not telemetry_enabled:
+        _log.warning("capture_content is set but telemetry_enabled=False: nothing is exported, content neither")

@@ -369,7 +369,8 @@ def _add_reports(sub: Any) -> None:
     ab = sub.add_parser("ab-report", help="an A/B experiment's report from OTLP/JSON trace files")
     ab.add_argument("paths", nargs="+", help="OTLP/JSON lines files the experiment's runs were exported to")
     ab.add_argument("--experiment", required=True, help="the experiment id (rb.experiment.id)")
-    ab.add_argument("--on-fraction", type=float, default=0.5, help="the assignment's on fraction (SRM check)")
+    ab.add_argument("--on-fraction", type=float, default=None,
+                    help="the assignment's on fraction (default: the one the runs recorded)")  # fmt: skip
     ab.add_argument("--prices", default=None, help="JSON: model -> {input, output, cache_read} USD per 1M tokens")
     _json_option(ab)
     ab.set_defaults(func=_ab_report)

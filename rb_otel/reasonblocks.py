@@ -6,15 +6,16 @@ with a clear message instead of deep inside an agent run.
 
 from __future__ import annotations
 
-import functools
 import logging
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rb_otel._arguments import check_arguments
+from rb_otel._adapters import AdapterMethods
+from rb_otel._arguments import DEFAULT_STEERING_BUDGET_S, check_arguments, resolve_legacy, warn_ignored
 from rb_otel.backends.rb_api import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
+from rb_otel.config import ReasonBlocksConfig
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.baseline_cache import BaselineStore
 from rb_otel.steering.baselines import agent_key
@@ -25,7 +26,7 @@ from rb_otel.steering.injections import BaseInjection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
 from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
 from rb_otel.steering.routing import parse_model_routing, routing_ids
-from rb_otel.steering.scorers import Scorer, resolve_scorer, text_scorer_name
+from rb_otel.steering.scorers import HeuristicScorer, Scorer, resolve_scorer, text_scorer_name
 from rb_otel.steering.scoring import score_step as _score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
@@ -34,11 +35,10 @@ from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
 from rb_otel.types import ExperimentArm, FSMState, RunFields
 
 if TYPE_CHECKING:
-    from rb_otel.integrations.langchain.chat_model import SteeredChatModel
+    from langchain.agents.middleware import AgentMiddleware
+
     from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
     from rb_otel.integrations.langchain.routing import ModelRouter
-    from rb_otel.integrations.openai_agents import ReasonBlocksRunHooks, SteeredOpenAIModel
-    from rb_otel.integrations.openai_agents.runs import OpenAIRuns
 
 __all__ = ["ReasonBlocks"]
 
@@ -46,20 +46,33 @@ __all__ = ["ReasonBlocks"]
 _log = logging.getLogger("rb_otel")
 
 
-class ReasonBlocks:
-    """Steering for LangChain agents, exported as OpenTelemetry.
+class ReasonBlocks(AdapterMethods):
+    """Steering for LLM agents, exported as OpenTelemetry. One per configuration; it makes every adapter.
 
-    With no ``api_key`` everything runs embedded (local monitors, the shipped pattern library); nothing is sent
-    anywhere but the OpenTelemetry providers (``tracer_provider``/``meter_provider``, else the global ones).
-    With an ``api_key``, monitors and patterns come from rb-api (``base_url``, else ``REASONBLOCKS_BASE_URL``),
-    failing open to the embedded ones within ``steering_budget_s`` per step; ``export_runs_to_api=True`` also
-    sends run events to rb-api's run endpoints. ``live_streaming_enabled=False`` turns export off.
-    ``scorer="pilot"`` keeps each agent's baselines in ``baselines`` (``sqlite:///path.db`` or a path for workers on
-    one machine, ``redis://host:port/db`` for several; default ``RB_OTEL_PILOT_BASELINES``, else this process's
-    memory; ``docs/fleet.md``) and scores with ``pilot_model`` (a file ``rb-otel train`` wrote, fitted to your agent;
-    default: the shipped pilot). ``telemetry_batch_window``: a run stepping faster than this (seconds) records the
-    metrics and ends the spans of its finished steps and tools in batches, at most this far apart and at its end
-    (``0``: each at once; README).
+    Arguments, by what they configure (all keyword-only but ``api_key``):
+
+    * **rb-api**: ``api_key`` (none: everything runs embedded, local monitors and the shipped pattern library;
+      nothing is sent anywhere but the OpenTelemetry providers), ``base_url`` (else ``REASONBLOCKS_BASE_URL``),
+      ``steering_budget_s`` (the time rb-api calls may take per step before failing open),
+      ``export_runs_to_api`` (also send run events to rb-api).
+    * **steering**: ``task_profile``, ``fsm_thresholds``, ``model_routing``, ``token_budget``,
+      ``e_traces_enabled``, ``monitor_weights``, ``monitor_backend``, ``pattern_store``.
+    * **scoring**: ``scorer`` (``"heuristic"``, the default; ``"pilot"``; a ``Scorer``; a ``fn(thought)`` or
+      ``fn(step, steps_so_far)``); with the pilot, ``pilot_model`` (a file ``rb-otel train`` wrote; default: the
+      shipped pilot) and ``baselines`` (``sqlite:///path.db``, ``redis://host:port/db``; default
+      ``RB_OTEL_PILOT_BASELINES``, else memory; ``docs/fleet.md``).
+    * **telemetry**: ``tracer_provider``, ``meter_provider``, ``logger_provider`` (else the global ones),
+      ``capture_content`` (else ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``), ``telemetry_enabled``
+      (``False``: nothing is exported, steering is unchanged), ``telemetry_batch_window`` (a run stepping faster
+      than this many seconds does its finished spans' and measurements' work in batches; ``0``: at once),
+      ``evaluation_events``: where ``gen_ai.evaluation.result`` (and, when content is captured as events,
+      ``gen_ai.client.inference.operation.details``) go: ``"logs"`` (log-based events parented to their span,
+      the conventions' form), ``"span"`` (span events, the previous release's form) or ``"both"`` (the default for
+      this release, so nothing that reads span events breaks; it becomes ``"logs"`` in the next).
+
+    A contradictory or ignored combination is an error or a warning here, never a silent no-op. Deprecated, and
+    still accepted for this release with a ``DeprecationWarning``: ``score_fn`` (use ``scorer``),
+    ``live_streaming_enabled`` (use ``telemetry_enabled``), ``monitor_names`` (it never did anything).
     """
 
     score_step = staticmethod(_score_step)
@@ -69,48 +82,58 @@ class ReasonBlocks:
         api_key: str | None = None,
         *,
         base_url: str | None = None,
-        token_budget: int | None = None,
-        monitor_names: list[str] | None = None,
+        steering_budget_s: float = DEFAULT_STEERING_BUDGET_S,
+        export_runs_to_api: bool = False,
+        task_profile: str = "coding",
         fsm_thresholds: Mapping[str, Any] | None = None,
         model_routing: Mapping[Any, Any] | None = None,
+        token_budget: int | None = None,
         e_traces_enabled: bool = True,
-        live_streaming_enabled: bool = True,
-        task_profile: str = "coding",
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        capture_content: bool | str | None = None,
         monitor_weights: Mapping[str, float] | None = None,
         monitor_backend: MonitorBackend | None = None,
         pattern_store: PatternStore | None = None,
-        score_fn: Callable[[str], float] | None = None,
         scorer: str | Scorer | Callable[..., float] | None = None,
-        baselines: str | Path | BaselineStore | None = None,
         pilot_model: str | Path | None = None,
-        steering_budget_s: float = 2.0,
-        export_runs_to_api: bool = False,
+        baselines: str | Path | BaselineStore | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        logger_provider: Any = None,
+        capture_content: bool | str | None = None,
+        telemetry_enabled: bool = True,
         telemetry_batch_window: float = DEFAULT_BATCH_WINDOW,
+        evaluation_events: str = "both",
+        score_fn: Callable[[str], float] | None = None,
+        live_streaming_enabled: bool | None = None,
+        monitor_names: list[str] | None = None,
     ) -> None:
-        check_arguments(api_key, fsm_thresholds, task_profile, monitor_weights, score_fn, scorer, steering_budget_s)
+        legacy = resolve_legacy(score_fn, scorer, live_streaming_enabled, telemetry_enabled, monitor_names)
+        scorer, telemetry_enabled = legacy.scorer, legacy.telemetry_enabled
+        check_arguments(
+            api_key=api_key,
+            fsm_thresholds=fsm_thresholds,
+            task_profile=task_profile,
+            monitor_weights=monitor_weights,
+            scorer=scorer,
+            steering_budget_s=steering_budget_s,
+        )
+        warn_ignored(
+            api_key=api_key,
+            base_url=base_url,
+            steering_budget_s=steering_budget_s,
+            export_runs_to_api=export_runs_to_api,
+            telemetry_enabled=telemetry_enabled,
+            capture_content=capture_content,
+        )
         self._api_key = api_key
         self.steering_budget_s = steering_budget_s
-        self.client: RbApiClient | None = None
-        self.run_exporter: RbApiRunExporter | None = None
-        if api_key:
-            # rb-api: remote monitors and patterns, failing open to the embedded ones within the step budget.
-            self.client = RbApiClient(RemoteConfig(api_key=api_key, base_url=base_url or ""))
-            monitor_backend = monitor_backend or HttpMonitorBackend(self.client)
-            pattern_store = pattern_store or HttpPatternStore(self.client)
-            if export_runs_to_api and live_streaming_enabled:
-                self.run_exporter = RbApiRunExporter(self.client)
-        elif base_url:
-            _log.warning("base_url is set but no api_key: steering runs embedded")
-        self.base_url = self.client.config.base_url if self.client else None
-        del monitor_names  # accepted for backward compatibility and ignored (spec 1.1)
+        monitor_backend, pattern_store = self._configure_remote(
+            api_key, base_url, export_runs_to_api and telemetry_enabled, monitor_backend, pattern_store
+        )
         self.token_budget = token_budget
         TraceStateManager(token_budget=token_budget)  # validates the budget
-        self._configure_scoring(scorer, score_fn, fsm_thresholds, baselines, pilot_model)
+        self._configure_scoring(scorer, fsm_thresholds, baselines, pilot_model)
         self.e_traces_enabled = bool(e_traces_enabled)
-        self.live_streaming_enabled = bool(live_streaming_enabled)
+        self.telemetry_enabled = bool(telemetry_enabled)
         self.task_profile = task_profile
         self.monitor_weights = dict(monitor_weights) if monitor_weights else None
         self.monitor_backend = monitor_backend
@@ -118,30 +141,78 @@ class ReasonBlocks:
         self.telemetry = Telemetry(
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            logger_provider=logger_provider,
             capture_content=capture_content,
-            enabled=self.live_streaming_enabled,
+            enabled=self.telemetry_enabled,
             batch_window=telemetry_batch_window,
+            evaluation_events=evaluation_events,
         )
         if isinstance(self.scorer, PilotScorer):
             self.scorer.baselines.add_listener(self.telemetry.instruments.baseline_event)
+        self._configure_runs(model_routing)
+
+    def _configure_remote(
+        self,
+        api_key: str | None,
+        base_url: str | None,
+        export_runs: bool,
+        monitor_backend: MonitorBackend | None,
+        pattern_store: PatternStore | None,
+    ) -> tuple[MonitorBackend | None, PatternStore | None]:
+        """rb-api: remote monitors and patterns, failing open to the embedded ones within the step budget."""
+        self.client: RbApiClient | None = None
+        self.run_exporter: RbApiRunExporter | None = None
+        if api_key:
+            self.client = RbApiClient(RemoteConfig(api_key=api_key, base_url=base_url or ""))
+            monitor_backend = monitor_backend or HttpMonitorBackend(self.client)
+            pattern_store = pattern_store or HttpPatternStore(self.client)
+            if export_runs:
+                self.run_exporter = RbApiRunExporter(self.client)
+        self.base_url = self.client.config.base_url if self.client else None
+        return monitor_backend, pattern_store
+
+    def _configure_runs(self, model_routing: Mapping[Any, Any] | None) -> None:
         self.model_routing: dict[FSMState, Any] = parse_model_routing(model_routing)
         self.runs = RunFactory(
             telemetry=self.telemetry,
             new_session=self.new_session,
-            task_profile=task_profile,
+            task_profile=self.task_profile,
             scorer_name=self.scorer_name,
             model_routing=self.model_routing,
             routing_ids=routing_ids(self.model_routing),
         )
         self._langchain_router: Any = None
         self._forced_runs: RunFactory | None = None
+        self._config: ReasonBlocksConfig | None = None  # set by from_config
         if any(not isinstance(v, str) for v in self.model_routing.values()):
             self._langchain_models()  # model objects are LangChain chat models here: checked now, not mid-run
+
+    @property
+    def live_streaming_enabled(self) -> bool:
+        """The previous release's name of :attr:`telemetry_enabled` (read-only)."""
+        return self.telemetry_enabled
+
+    @classmethod
+    def from_config(
+        cls, config: ReasonBlocksConfig, /, *, agent_name: str = "", **kwargs: Any
+    ) -> list[AgentMiddleware[Any, Any, Any]]:
+        """The middleware a :class:`~rb_otel.config.ReasonBlocksConfig` asks for (the configuration-file path), in
+        spec 1.9's order: the steering middleware (its E-tiers and monitor steering as the config says), the
+        general monitor, token saving. ``kwargs`` are this class's (providers, scorer, ...); the config gives the
+        task profile and monitor weights."""
+        if not isinstance(config, ReasonBlocksConfig):
+            raise TypeError(f"config must be a ReasonBlocksConfig, got {type(config).__name__}")
+        kwargs.setdefault("task_profile", config.monitor_task_profile)
+        if config.monitor_weights is not None:
+            kwargs.setdefault("monitor_weights", config.monitor_weights)
+        rb = cls(**kwargs)
+        rb._config = config
+        steering = [rb.middleware(agent_name=agent_name)] if config.steering else []
+        return [*steering, *config.companions()]
 
     def _configure_scoring(
         self,
         scorer: str | Scorer | Callable[..., float] | None,
-        score_fn: Callable[[str], float] | None,
         fsm_thresholds: Mapping[str, Any] | None,
         baselines: str | Path | BaselineStore | None,
         pilot_model: str | Path | None,
@@ -163,11 +234,14 @@ class ReasonBlocks:
             self.scorer: Scorer | None = PilotScorer(model=pilot_model, baselines=baselines)
         else:
             self.scorer = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
+        text_fn: Callable[[str], float] = _score_step
+        if isinstance(self.scorer, HeuristicScorer):  # a text scorer keeps the documented text path: score_fn
+            text_fn, self.scorer = self.scorer.fn, None
         preset = pilot_fsm_thresholds(self.scorer.model) if isinstance(self.scorer, PilotScorer) else {}
         self.fsm = DifficultyFSM(**{**preset, **dict(fsm_thresholds or {})})
         # With the pilot and no thresholds of the caller's, each run gets the pilot's preset relative to its agent.
         self._per_run_fsm = isinstance(self.scorer, PilotScorer) and not fsm_thresholds
-        self.score_fn: Callable[[str], float] = score_fn or _score_step
+        self.score_fn: Callable[[str], float] = text_fn
         self.scorer_name = self.scorer.name if self.scorer is not None else text_scorer_name(self.score_fn)
 
     def __repr__(self) -> str:
@@ -188,6 +262,8 @@ class ReasonBlocks:
 
     def new_injections(self) -> list[BaseInjection]:
         """A fresh injection pipeline for one run (injections count their own calls)."""
+        if self._config is not None:
+            return self._config.injections(self)
         return create_injections(self.monitor_backend, self.pattern_store, self.e_traces_enabled)
 
     def new_session(
@@ -250,22 +326,6 @@ class ReasonBlocks:
         self.runs.watch_agent(agent_name)
         return self.runs.open(fields, run_id=run_id, metadata=metadata).session
 
-    def claude_messages_session(
-        self,
-        *,
-        run_id: str | None = None,
-        agent_name: str = "",
-        task: str = "",
-        model: str = "",
-        **metadata: Any,
-    ) -> SteeringSession:
-        """A session for one :func:`~rb_otel.integrations.anthropic.run_messages_agent_loop` run
-        (``framework="anthropic"``): the loop steers each turn with it and records the run's ``invoke_agent``,
-        ``chat`` and ``execute_tool`` spans. One session per loop run."""
-        return self.session(
-            run_id=run_id, agent_name=agent_name, task=task, framework="anthropic", model=model, **metadata
-        )
-
     def middleware(
         self,
         *,
@@ -316,66 +376,6 @@ class ReasonBlocks:
             on_skip=on_skip,
         )
 
-    def chat_model(self, model: Any, /, **middleware_kwargs: Any) -> SteeredChatModel:
-        """The agent's chat model (an instance, or a ``"provider:model"`` id), steered and recorded on every call:
-        the middleware's pipeline without a ``wrap_model_call`` hook, ~1 ms cheaper per 5-call run.
-
-        ``create_agent(rb.chat_model(model, agent_name="coder"), tools)``; ``middleware_kwargs`` are those of
-        :meth:`middleware`. Runs, tools, routing (tools bound to the routed model), retries and interrupts are
-        recorded as with the middleware; the step log is read from ``model.step_log_for(run_id)``, not the state.
-        """
-        from langchain_core.language_models import BaseChatModel
-
-        from rb_otel.integrations.langchain.chat_model import SteeredChatModel
-
-        if isinstance(model, str):
-            from langchain.chat_models import init_chat_model
-
-            model = init_chat_model(model)
-        if not isinstance(model, BaseChatModel):
-            raise TypeError(f"chat_model() wraps a LangChain chat model or a model id, got {type(model).__name__}")
-        if "step_log_in_state" in middleware_kwargs:
-            raise TypeError("chat_model() has no state to put the step log in: read model.step_log_for(run_id)")
-        steering = self.middleware(step_log_in_state=False, **middleware_kwargs)
-        return SteeredChatModel(inner=model, steering=steering)
-
-    def openai_hooks(
-        self, *, agent_name: str = "", task: str = "", model: str = "", **metadata: Any
-    ) -> ReasonBlocksRunHooks:
-        """OpenAI Agents SDK ``RunHooks`` recording every run (``Runner.run(agent, input, hooks=...)``): the
-        ``invoke_agent`` span, a ``chat`` span and a step per model response, an ``execute_tool`` span per tool.
-        Telemetry only (scored, nothing injected); add :meth:`openai_model` to steer. One instance serves any
-        number of runs; as a context manager it fails the runs an escaping exception interrupted."""
-        from rb_otel.integrations.openai_agents.build import run_hooks
-
-        return run_hooks(self._openai_runs, agent_name=agent_name, task=task, model=model, metadata=metadata)
-
-    def openai_model(
-        self,
-        model: Any,
-        *,
-        model_factory: Callable[[str], Any] | None = None,
-        agent_name: str = "",
-        task: str = "",
-        **metadata: Any,
-    ) -> SteeredOpenAIModel:
-        """An OpenAI Agents SDK ``Model`` that steers every response of ``model`` (an ``agents`` ``Model``, e.g.
-        ``OpenAIResponsesModel``): guidance in the system instructions, routing through ``model_factory(model_id)``
-        (built lazily, cached; without it an override is only noted on the step). ``Agent(model=rb.openai_model(m))``;
-        pass ``hooks=rb.openai_hooks(...)`` to the runner too for exact run ends."""
-        from rb_otel.integrations.openai_agents.build import steered_model
-
-        return steered_model(
-            self._openai_runs, model, model_factory=model_factory, agent_name=agent_name, task=task, metadata=metadata
-        )
-
-    @functools.cached_property
-    def _openai_runs(self) -> OpenAIRuns:
-        """The open runs of this configuration's OpenAI Agents SDK adapters (hooks and models share them)."""
-        from rb_otel.integrations.openai_agents.runs import OpenAIRuns
-
-        return OpenAIRuns(self.runs)
-
     def ab_middleware(
         self,
         experiment_id: str,
@@ -398,7 +398,8 @@ class ReasonBlocks:
         unit = unit_id or run_id or str(uuid.uuid4())
         if unit_id is None and run_id is None:
             middleware_kwargs["run_id"] = unit  # the unit is this run: its id names the run too
-        experiment = ExperimentArm(experiment_id, assign_arm(experiment_id, unit, on_fraction), unit)
+        arm = assign_arm(experiment_id, unit, on_fraction)
+        experiment = ExperimentArm(experiment_id, arm, unit, on_fraction=float(on_fraction))
         return self.middleware(**middleware_kwargs, _experiment=experiment)
 
     def _experiment_runs(self) -> RunFactory:

@@ -70,11 +70,13 @@ class RunFields:
 
 @dataclass(frozen=True, slots=True)
 class ExperimentArm:
-    """A run's place in an A/B experiment: the experiment, the arm (``"on"``/``"off"``) and the assignment unit."""
+    """A run's place in an A/B experiment: the experiment, the arm (``"on"``/``"off"``), the assignment unit and
+    the share of units the assignment puts in ``on`` (recorded, so the report's sample-ratio check reads it)."""
 
     experiment_id: str
     arm: str
     unit: str
+    on_fraction: float | None = None
 
 
 class FSMState(enum.Enum):

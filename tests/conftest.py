@@ -44,12 +44,19 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
 
 @dataclass
 class Otel:
-    """In-memory tracer and meter providers plus helpers to read what they recorded."""
+    """In-memory tracer, meter and logger providers plus helpers to read what they recorded."""
 
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
     exporter: InMemorySpanExporter
     reader: InMemoryMetricReader
+    logger_provider: Any = None
+    log_exporter: Any = None
+
+    def logs(self, event_name: str = "") -> list[Any]:
+        """The log records emitted (their ``log_record``), optionally only those of one event."""
+        records = [r.log_record for r in self.log_exporter.get_finished_logs()] if self.log_exporter else []
+        return [r for r in records if not event_name or r.event_name == event_name]
 
     def spans(self, prefix: str = "") -> list[ReadableSpan]:
         return [s for s in self.exporter.get_finished_spans() if s.name.startswith(prefix)]
@@ -83,9 +90,23 @@ def otel() -> Iterator[Otel]:
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
-    yield Otel(tracer_provider, meter_provider, exporter, reader)
+    logger_provider, log_exporter = _in_memory_logs()
+    yield Otel(tracer_provider, meter_provider, exporter, reader, logger_provider, log_exporter)
     tracer_provider.shutdown()
     meter_provider.shutdown()
+    logger_provider.shutdown()
+
+
+def _in_memory_logs() -> tuple[Any, Any]:
+    """An SDK logger provider exporting to memory (the exporter's name changed across SDK releases)."""
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs import export as logs_export
+
+    exporter_class = getattr(logs_export, "InMemoryLogRecordExporter", None) or logs_export.InMemoryLogExporter
+    exporter = exporter_class()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(logs_export.SimpleLogRecordProcessor(exporter))
+    return provider, exporter
 
 
 @tool

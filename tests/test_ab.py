@@ -147,9 +147,7 @@ def test_the_off_arm_sends_the_callers_exact_system_message_and_the_on_arm_steer
 
 
 def test_telemetry_is_forced_on_and_the_caller_cannot_relabel_the_arm(otel: Otel) -> None:
-    rb = ReasonBlocks(
-        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, live_streaming_enabled=False
-    )
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, telemetry_enabled=False)
     unit = _unit_in("off")
     mw = rb.ab_middleware("exp-passthrough", unit, metadata={"arm": "on", "experiment_id": "other", "team": "a"})
     agent = create_agent(ScriptedChatModel(script=hard_script(2)), [add], middleware=[mw])

@@ -12,7 +12,8 @@ from conftest import Otel
 from model_api import Reply, ScriptedModelAPI, anthropic_error, by_turn, message, spans_text, text, thinking, tool_use
 from opentelemetry.trace import StatusCode
 
-from rb_otel import ReasonBlocks, arun_messages_agent_loop, run_messages_agent_loop
+from rb_otel import ReasonBlocks
+from rb_otel.integrations.anthropic import arun_messages_agent_loop, run_messages_agent_loop
 
 anthropic = pytest.importorskip("anthropic", reason="the Anthropic SDK is the [anthropic] extra")
 
@@ -68,7 +69,7 @@ def test_the_same_span_tree_and_steps_as_the_langchain_middleware(otel: Otel) ->
     keys = (*STEP_KEYS, "rb.injection_sources")  # it steers: the same guidance too
     langchain_tree, langchain_steps = langchain_reference(otel, keys)
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    session = rb.claude_messages_session(agent_name="calc")
+    session = rb.session(framework="anthropic", agent_name="calc")
     with ScriptedModelAPI(by_turn(calc_replies())) as api:
         out = loop(api, session)
     rb.telemetry.flush()
@@ -86,7 +87,7 @@ def test_the_same_span_tree_and_steps_as_the_langchain_middleware(otel: Otel) ->
 
 def test_guidance_is_an_uncached_block_after_the_cached_system_prompt(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    session = rb.claude_messages_session(agent_name="calc")
+    session = rb.session(framework="anthropic", agent_name="calc")
     with ScriptedModelAPI(by_turn(calc_replies())) as api:
         loop(api, session)
     first, *rest = [r.body for r in api.requests]
@@ -106,7 +107,7 @@ def test_no_system_prompt_and_nothing_fired_sends_no_system() -> None:
 
 def test_tokens_count_cache_reads_and_writes(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    session = rb.claude_messages_session(agent_name="calc")
+    session = rb.session(framework="anthropic", agent_name="calc")
     usage = {"cache_read_input_tokens": 100, "cache_creation_input_tokens": 50}
     with ScriptedModelAPI(by_turn(calc_replies(1, **usage))) as api:
         loop(api, session)
@@ -120,7 +121,7 @@ def test_tokens_count_cache_reads_and_writes(otel: Otel) -> None:
 
 def test_thinking_blocks_are_part_of_the_thought(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    session = rb.claude_messages_session(agent_name="calc")
+    session = rb.session(framework="anthropic", agent_name="calc")
     hard = "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with KeyError again."
     replies = [message([thinking(hard), tool_use("c0", "add", {"a": 1, "b": 2})]), message([text("3")])]
     with ScriptedModelAPI(by_turn(replies)) as api:
@@ -135,7 +136,7 @@ def test_routing_strips_the_provider_prefix(otel: Otel) -> None:
         meter_provider=otel.meter_provider,
         model_routing={"NORMAL": "anthropic:claude-strong-2"},
     )
-    session = rb.claude_messages_session(agent_name="calc")
+    session = rb.session(framework="anthropic", agent_name="calc")
     with ScriptedModelAPI(by_turn(calc_replies())) as api:
         loop(api, session)
     assert [r.body["model"] for r in api.requests] == ["claude-test-1"] + ["claude-strong-2"] * 4
@@ -147,7 +148,7 @@ def test_routing_strips_the_provider_prefix(otel: Otel) -> None:
 
 def test_a_429_with_retry_after_is_retried_by_the_sdk_inside_one_chat_span(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    session = rb.claude_messages_session(agent_name="calc")
+    session = rb.session(framework="anthropic", agent_name="calc")
     with ScriptedModelAPI(by_turn(calc_replies(0))) as api:
         api.add("/v1/messages", anthropic_error(429, "rate_limit_error", **{"retry-after": "0"}))
         out = loop(api, session, max_retries=2)
@@ -170,7 +171,7 @@ def test_model_errors_reach_the_caller_unchanged_and_every_span_ends(
     otel: Otel, reply: Reply, error: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    session = rb.claude_messages_session(agent_name="calc")
+    session = rb.session(framework="anthropic", agent_name="calc")
     caplog.set_level(logging.DEBUG)
     with ScriptedModelAPI(by_turn(calc_replies())) as api:
         api.add("/v1/messages", message([text(THOUGHT), tool_use("call_0", "add", {"a": 0, "b": 1})]))
@@ -192,7 +193,7 @@ def test_the_api_key_never_reaches_spans_or_logs(otel: Otel, caplog: pytest.LogC
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, capture_content=True)
     caplog.set_level(logging.DEBUG)
     with ScriptedModelAPI(by_turn(calc_replies())) as api:
-        loop(api, rb.claude_messages_session(agent_name="calc"))
+        loop(api, rb.session(framework="anthropic", agent_name="calc"))
     headers = api.requests[0].headers  # the SDK did send the key, to the server only
     assert KEY in (headers.get("x-api-key") or "") + (headers.get("authorization") or "")
     rb.telemetry.flush()
@@ -209,7 +210,7 @@ def test_a_tool_exception_propagates_and_ends_its_span(otel: Otel) -> None:
         raise failure
 
     with ScriptedModelAPI(by_turn(calc_replies())) as api, pytest.raises(KeyError) as caught:
-        loop(api, rb.claude_messages_session(agent_name="calc"), dispatch=broken)
+        loop(api, rb.session(framework="anthropic", agent_name="calc"), dispatch=broken)
     assert caught.value is failure
     rb.telemetry.flush()
     (tool,) = otel.spans("execute_tool")
@@ -220,7 +221,7 @@ def test_a_tool_exception_propagates_and_ends_its_span(otel: Otel) -> None:
 def test_max_steps_stops_the_loop(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
     with ScriptedModelAPI(by_turn(calc_replies())) as api:
-        out = loop(api, rb.claude_messages_session(agent_name="calc"), max_steps=2)
+        out = loop(api, rb.session(framework="anthropic", agent_name="calc"), max_steps=2)
     assert out["stop_reason"] == "max_steps" and len(api.requests) == 2 and len(out["tool_calls"]) == 2
     rb.telemetry.flush()
     assert otel.spans("invoke_agent")[0].attributes["rb.outcome"] == "failure: max_steps"
@@ -243,7 +244,7 @@ def test_concurrent_async_loops_on_one_reasonblocks_keep_their_runs_apart(otel: 
                     tool_specs=TOOLS,
                     dispatch=adispatch,
                     system=PROMPT,
-                    session=rb.claude_messages_session(agent_name="calc", run_id=f"run-{i}"),
+                    session=rb.session(framework="anthropic", agent_name="calc", run_id=f"run-{i}"),
                 )
                 for i in range(6)
             ]
@@ -275,7 +276,7 @@ def test_the_sync_loop_refuses_an_async_client() -> None:
 
 
 def test_a_failing_steering_core_never_stops_the_loop(caplog: pytest.LogCaptureFixture) -> None:
-    from rb_otel import SteeringSession, TraceStateManager
+    from rb_otel.steering import SteeringSession, TraceStateManager
 
     class BrokenSession(SteeringSession):
         def begin_step(self, **kwargs: Any) -> Any:
@@ -286,3 +287,32 @@ def test_a_failing_steering_core_never_stops_the_loop(caplog: pytest.LogCaptureF
     assert out["final_text"] == "The answer is 30." and len(out["tool_calls"]) == 4
     assert all(r.body["system"] == PROMPT for r in api.requests)  # every call went out unmodified
     assert caplog.text.count("steering the call failed, calling the model unmodified") == 5
+
+
+def test_the_facade_runs_the_loop_in_one_call(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    with ScriptedModelAPI(by_turn(calc_replies())) as api:
+        out = rb.anthropic_loop(
+            client(api),
+            model="claude-test-1",
+            messages=[{"role": "user", "content": "what is 1+2?"}],
+            tool_specs=TOOLS,
+            dispatch=dispatch,
+            system=PROMPT,
+            agent_name="calc",
+            run_id="one-call",
+        )
+    assert out["final_text"] == "The answer is 30." and out["rb_run_id"] == "one-call"
+    assert [e["step"] for e in out["rb_step_log"]] == [0, 1, 2, 3, 4]
+    rb.telemetry.flush()
+    (root,) = otel.spans("invoke_agent")
+    assert root.attributes["rb.framework"] == "anthropic" and root.attributes["rb.run_id"] == "one-call"
+
+
+def test_the_previous_releases_session_maker_warns_and_still_works(otel: Otel) -> None:
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    with pytest.warns(DeprecationWarning, match=r"rb.anthropic_loop\(client"):
+        session = rb.claude_messages_session(agent_name="calc")
+    with ScriptedModelAPI(by_turn(calc_replies())) as api:
+        loop(api, session)
+    assert len(session.step_log) == 5

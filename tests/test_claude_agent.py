@@ -11,7 +11,7 @@ from adapter_parity import langchain_reference, span_tree, step_rows
 from conftest import Otel
 from opentelemetry.trace import StatusCode
 
-from rb_otel import ReasonBlocks, claude_agent_telemetry
+from rb_otel import ReasonBlocks
 
 sdk = pytest.importorskip("claude_agent_sdk", reason="the Claude Agent SDK is the [claude-agent] extra")
 
@@ -68,7 +68,7 @@ def test_the_same_tree_and_steps_as_the_langchain_middleware(otel: Otel, split_t
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
 
     recorded = calc_stream(split_turns=split_turns)
-    seen = consume(claude_agent_telemetry(replay(recorded), rb, agent_name="calc"))
+    seen = consume(rb.claude_agent(replay(recorded), agent_name="calc"))
     assert seen == recorded  # every message passes through unchanged
     rb.telemetry.flush()
     assert span_tree(otel) == tree
@@ -84,7 +84,7 @@ def test_the_same_tree_and_steps_as_the_langchain_middleware(otel: Otel, split_t
 
 def test_chat_spans_end_when_their_turn_does_not_after_its_tools(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    consume(claude_agent_telemetry(replay(calc_stream()), rb, agent_name="calc"))
+    consume(rb.claude_agent(replay(calc_stream()), agent_name="calc"))
     rb.telemetry.flush()
     chats = sorted(otel.spans("chat "), key=lambda s: s.start_time or 0)
     tools = sorted(otel.spans("execute_tool"), key=lambda s: s.start_time or 0)
@@ -96,7 +96,7 @@ def test_an_error_result_and_an_error_tool_result(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
     stream = calc_stream(result="error_max_turns")
     stream[2] = sdk.UserMessage([sdk.ToolResultBlock(tool_use_id="toolu_0", content="no such file", is_error=True)])
-    consume(claude_agent_telemetry(replay(stream), rb, agent_name="calc"))
+    consume(rb.claude_agent(replay(stream), agent_name="calc"))
     rb.telemetry.flush()
     first_tool = min(otel.spans("execute_tool"), key=lambda s: s.start_time or 0)
     assert first_tool.status.status_code is StatusCode.ERROR
@@ -106,7 +106,7 @@ def test_an_error_result_and_an_error_tool_result(otel: Otel) -> None:
 def test_a_stream_that_raises_ends_the_run_and_the_error_propagates(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
     with pytest.raises(ConnectionError):
-        consume(claude_agent_telemetry(replay(calc_stream(), fail_after=2), rb, agent_name="calc"))
+        consume(rb.claude_agent(replay(calc_stream(), fail_after=2), agent_name="calc"))
     rb.telemetry.flush()
     (root,) = otel.spans("invoke_agent")
     assert root.attributes["rb.outcome"] == "failure: ConnectionError" and root.status.status_code is StatusCode.ERROR
@@ -118,14 +118,14 @@ def test_a_stream_closed_before_its_result_is_not_a_success(otel: Otel) -> None:
     rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
 
     async def first_two() -> None:
-        stream = claude_agent_telemetry(replay(calc_stream()), rb, agent_name="calc")
+        stream = rb.claude_agent(replay(calc_stream()), agent_name="calc")
         async for i, _ in _enumerate(stream):
             if i == 1:
                 break
         await stream.aclose()
 
     asyncio.run(first_two())
-    consume(claude_agent_telemetry(replay(calc_stream()[:-1]), rb, agent_name="calc"))
+    consume(rb.claude_agent(replay(calc_stream()[:-1]), agent_name="calc"))
     rb.telemetry.flush()
     assert sorted(r.attributes["rb.outcome"] for r in otel.spans("invoke_agent")) == [
         "failure: GeneratorExit",

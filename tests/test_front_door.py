@@ -177,7 +177,9 @@ def test_capture_modes_put_content_on_spans_events_or_nowhere(
     from rb_otel.telemetry.content import CONTENT_ATTRIBUTES
 
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", mode)
-    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    rb = ReasonBlocks(
+        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, logger_provider=otel.logger_provider
+    )
     script = [tool_call("add", {"a": 1, "b": 2}, "c", content="my secret sk-abcdefghijklmnopqrstuv plan"),
               AIMessage("The answer is 3.")]  # fmt: skip
     agent = create_agent(ScriptedChatModel(script=script), [add], middleware=[rb.middleware(agent_name="m")])
@@ -196,6 +198,9 @@ def test_capture_modes_put_content_on_spans_events_or_nowhere(
     events_expected = mode in ("EVENT_ONLY", "SPAN_AND_EVENT")
     assert (everything <= on_spans) is spans_expected and (bool(on_spans) is spans_expected)
     assert (everything <= on_events) is events_expected and (bool(on_events) is events_expected)
+    logged = otel.logs("gen_ai.client.inference.operation.details")  # the conventions' log-based event, too
+    assert bool(logged) is events_expected
+    assert all(r.span_id and "sk-abcdefghijklmnopqrstuv" not in str(dict(r.attributes or {})) for r in logged)
 
 
 def test_capture_mode_edges(caplog: pytest.LogCaptureFixture) -> None:

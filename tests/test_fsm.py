@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rb_otel import DifficultyFSM, FSMState
+from rb_otel import FSMState
+from rb_otel.steering import DifficultyFSM
 
 F, N, S, K = FSMState.FAST, FSMState.NORMAL, FSMState.SLOW, FSMState.SKIP
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rb_otel import FSMState, HashingEmbeddings, InMemoryPatternStore, MonitorEvaluation, Pattern, render_pattern
+from rb_otel import FSMState
+from rb_otel.steering import HashingEmbeddings, InMemoryPatternStore, Pattern, render_pattern
 from rb_otel.steering.etraces import RetrievalQuery, load_default_library
 from rb_otel.steering.guardrails import MonitorGuardrails, e1_gate_open
 from rb_otel.steering.rendering import render_injection, system_blocks
 from rb_otel.steering.text import content_words
-from rb_otel.types import PendingInjection
+from rb_otel.types import MonitorEvaluation, PendingInjection
 
 # -- guardrails -----------------------------------------------------------------------------------------------
 

@@ -7,8 +7,7 @@ import gc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rb_otel import clear_caches
-from rb_otel.steering import text
+from rb_otel.steering import clear_caches, text
 from rb_otel.steering.memo import BoundedMemo, IdentityMemo, Memo, cache_sizes
 from rb_otel.steering.rendering import render_injection, render_pattern
 from rb_otel.types import PendingInjection

@@ -22,10 +22,11 @@ from langgraph.errors import GraphRecursionError
 from langgraph.types import Command, interrupt
 from opentelemetry.trace import SpanKind, StatusCode
 
-from rb_otel import DifficultyFSM, ReasonBlocks, SteeringSession, TraceStateManager
+from rb_otel import ReasonBlocks
 from rb_otel.integrations.langchain._messages import _dump
 from rb_otel.integrations.langchain._support import steered_system_message
 from rb_otel.integrations.langchain.state import add_steps
+from rb_otel.steering import DifficultyFSM, SteeringSession, TraceStateManager
 from rb_otel.testing import ScriptedChatModel, tool_call
 
 HARD = "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with KeyError again."
@@ -576,9 +577,7 @@ def test_session_and_middleware_produce_identical_step_logs(otel: Otel) -> None:
 
 
 def test_live_streaming_disabled_exports_nothing_but_fills_the_step_log(otel: Otel) -> None:
-    rb = ReasonBlocks(
-        tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, live_streaming_enabled=False
-    )
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, telemetry_enabled=False)
     agent, mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
     agent.invoke({"messages": [("user", "x")]})
     assert otel.exporter.get_finished_spans() == () or list(otel.exporter.get_finished_spans()) == []
@@ -598,7 +597,7 @@ def test_a_broken_steering_component_never_breaks_the_agent(otel: Otel) -> None:
         tracer_provider=otel.tracer_provider,
         meter_provider=otel.meter_provider,
         monitor_backend=Exploding(),
-        score_fn=bad_score,
+        scorer=bad_score,
     )  # type: ignore[arg-type]
     agent, _mw = agent_for(rb, ScriptedChatModel(script=calc_script()))
     out = agent.invoke({"messages": [("user", "x")]})

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rb_otel import LocalMonitorBackend, StepRecord
+from rb_otel.steering import LocalMonitorBackend
 from rb_otel.steering.monitors import (
     DEFAULT_WEIGHTS,
     PROFILES,
@@ -20,6 +20,7 @@ from rb_otel.steering.monitors import (
     v0_signals,
 )
 from rb_otel.steering.monitors.local import INTERVENTION_TEXTS
+from rb_otel.types import StepRecord
 
 
 def rec(

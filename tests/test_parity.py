@@ -21,20 +21,17 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from rb_otel import (
-    DifficultyFSM,
     GeneralMonitorMiddleware,
     ReasonBlocks,
     ReasonBlocksConfig,
     TokenSavingMiddleware,
-    TraceStateManager,
     build_middleware,
-    build_steps_from_messages,
-    compress_tool_output,
     make_anthropic_classifier,
-    score_step,
 )
 from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
-from rb_otel.steering.token_saving import heuristic_classifier, keep_words
+from rb_otel.integrations.langchain.token_saving import build_steps_from_messages
+from rb_otel.steering import DifficultyFSM, TraceStateManager, score_step
+from rb_otel.steering.token_saving import compress_tool_output, heuristic_classifier, keep_words
 from rb_otel.testing import ScriptedChatModel, tool_call
 from tests.conftest import Otel
 

@@ -8,16 +8,8 @@ from typing import Any
 
 import pytest
 
-from rb_otel import (
-    DifficultyFSM,
-    FSMState,
-    ReasonBlocks,
-    SteeringSession,
-    StepDecision,
-    StepLogEntry,
-    TraceStateManager,
-    create_injections,
-)
+from rb_otel import FSMState, ReasonBlocks, StepDecision, StepLogEntry
+from rb_otel.steering import DifficultyFSM, SteeringSession, TraceStateManager, create_injections
 from rb_otel.steering.injections import BaseInjection, E3Injection, StepContext
 from rb_otel.types import PendingInjection
 
@@ -282,7 +274,7 @@ def test_session_rejects_wrong_collaborators() -> None:
 
 
 def test_e3_injection_is_single_shot() -> None:
-    e3 = E3Injection(store=__import__("rb_otel").InMemoryPatternStore())
+    e3 = E3Injection(store=__import__("rb_otel.steering").steering.InMemoryPatternStore())
     s = make(injections=[e3])
     drive(s, [None, None])
     assert e3.calls == 1

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rb_otel import ETrace, FSMState, StepLogEntry
+from rb_otel import FSMState, StepLogEntry
+from rb_otel.types import ETrace
 
 ALWAYS = {
     "step",

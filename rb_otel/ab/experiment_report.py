@@ -27,7 +27,7 @@ from rb_otel.ab.prices import Prices
 from rb_otel.ab.stats import Z_95, median, newcombe_diff_ci, srm_check, winsorized_mean
 from rb_otel.report.traces import ReportRun, load_runs
 
-__all__ = ["ExperimentNotFound", "report"]
+__all__ = ["ExperimentNotFound", "ab_report", "recorded_on_fraction", "report"]
 
 #: Caveat thresholds: an interval wider than this, fewer finished runs per arm than this, priced share below this.
 WIDE_INTERVAL = 0.2
@@ -215,21 +215,40 @@ def _select(runs: Iterable[ReportRun], experiment_id: str, files: Sequence[str |
     return by_arm
 
 
+def recorded_on_fraction(by_arm: Mapping[str, Sequence[ReportRun]], experiment_id: str) -> float | None:
+    """The ``rb.experiment.on_fraction`` the experiment's runs recorded (``None`` when none did); ``ValueError``
+    when they recorded different ones (two assignments mixed under one id)."""
+    values = {
+        float(v)
+        for runs in by_arm.values()
+        for run in runs
+        if isinstance(v := run.attributes.get("rb.experiment.on_fraction"), int | float)
+    }
+    if len(values) > 1:
+        listed = ", ".join(f"{v:g}" for v in sorted(values))
+        raise ValueError(f"experiment {experiment_id!r}: its runs recorded different on fractions ({listed})")
+    return values.pop() if values else None
+
+
 def report(
     files: Sequence[str | Path],
     experiment_id: str,
     *,
-    on_fraction: float = 0.5,
+    on_fraction: float | None = None,
     prices: Prices | None = None,
 ) -> dict[str, Any]:
     """The report of ``experiment_id`` from OTLP/JSON trace files (spec 10.4's shape, plus ``problems``: lines
     that could not be read, each ``file: line N: what``; the rest of each file is read).
 
-    Raises :class:`ExperimentNotFound` when no run of the experiment is in the files.
+    ``on_fraction`` (the sample-ratio check's expectation) defaults to the one the runs recorded
+    (``rb.experiment.on_fraction``), else 0.5 with a caveat saying so. Raises :class:`ExperimentNotFound` when no
+    run of the experiment is in the files.
     """
-    fraction = check_experiment(experiment_id, on_fraction)
     runs, problems = load_runs(files)
     by_arm = _select(runs, experiment_id, files)
+    recorded = recorded_on_fraction(by_arm, experiment_id)
+    assumed = on_fraction is None and recorded is None
+    fraction = check_experiment(experiment_id, on_fraction if on_fraction is not None else recorded or 0.5)
     arms: dict[str, dict[str, Any]] = {arm: _arm(by_arm[arm], prices) for arm in ARMS}
     on, off = _outcomes(by_arm["on"]), _outcomes(by_arm["off"])
     ci = list(newcombe_diff_ci(on.success, on.rated, off.success, off.rated)) if on.rated and off.rated else None
@@ -257,12 +276,19 @@ def report(
         "p_value": check.p_value,
         "flagged": check.flagged,
     }
+    caveats = _caveats(arms, comparison, srm)
+    if assumed:
+        caveats.append("the runs recorded no on fraction (an older release): the sample-ratio check assumed 0.5")
     return {
         "experiment_id": experiment_id,
         "arms": arms,
         "comparison": comparison,
         "srm": srm,
         "timeseries": _timeseries(by_arm),
-        "caveats": _caveats(arms, comparison, srm),
+        "caveats": caveats,
         "problems": problems,
     }
+
+
+#: ``rb-otel ab-report`` as a library function.
+ab_report = report

@@ -1,8 +1,12 @@
-"""The pure steering core: scoring, FSM, trace state, monitors, E-traces, rendering and ``SteeringSession``.
+"""The steering engine, pure: scoring, the FSM, trace state, monitors, E-traces, rendering and
+``SteeringSession``, the pipeline for one run that every adapter drives.
 
-Nothing in this package imports LangChain or OpenTelemetry.
+Nothing in this package imports LangChain or OpenTelemetry. Most code builds with :class:`rb_otel.ReasonBlocks`;
+these are the parts, for your own agent loop (``SteeringSession``) and your own monitors, pattern stores and
+injections.
 """
 
+from rb_otel.steering.etraces import HashingEmbeddings, InMemoryPatternStore, Pattern, PatternStore
 from rb_otel.steering.fsm import DifficultyFSM, FSMThresholds
 from rb_otel.steering.injections import (
     BaseInjection,
@@ -13,6 +17,8 @@ from rb_otel.steering.injections import (
     StepContext,
     create_injections,
 )
+from rb_otel.steering.memo import clear_caches
+from rb_otel.steering.monitors import LocalMonitorBackend, MonitorBackend
 from rb_otel.steering.rendering import render_pattern, system_blocks
 from rb_otel.steering.scoring import score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
@@ -25,11 +31,18 @@ __all__ = [
     "E2Injection",
     "E3Injection",
     "FSMThresholds",
+    "HashingEmbeddings",
+    "InMemoryPatternStore",
+    "LocalMonitorBackend",
+    "MonitorBackend",
     "MonitorSteeringInjection",
+    "Pattern",
+    "PatternStore",
     "SteeringSession",
     "StepContext",
     "StepEmitter",
     "TraceStateManager",
+    "clear_caches",
     "create_injections",
     "render_pattern",
     "score_step",

@@ -10,9 +10,8 @@ Three ways to choose one (``resolve_scorer``):
 * ``"heuristic"`` (the default): ReasonBlocks' ``score_step(thought)``, exactly as documented; the run risk is
   the mean of its scores.
 * ``"pilot"``: :class:`rb_otel.steering.pilot.PilotScorer`, a calibrated probability that the run is failing.
-* a callable ``fn(step, steps_so_far) -> float`` (``steps_so_far`` includes ``step``), or any object with
-  ``name`` and ``start_run``. A plain ``fn(thought) -> float`` is what ``score_fn=`` has always taken; pass it
-  there, or wrap it with :func:`text_scorer`.
+* a callable: ``fn(thought) -> float`` (a text scorer, like the heuristic) or ``fn(step, steps_so_far) ->
+  float`` (``steps_so_far`` includes ``step``); or any object with ``name`` and ``start_run``.
 """
 
 from __future__ import annotations
@@ -74,11 +73,13 @@ class _TextRun(_MeanRisk):
 
 
 class HeuristicScorer:
-    """ReasonBlocks' documented heuristic: ``score_step(step.thought)``; the run risk is the mean score."""
+    """ReasonBlocks' documented heuristic: ``score_step(step.thought)``; the run risk is the mean score. With
+    ``fn``, any text scorer ``fn(thought) -> float`` the same way."""
 
     name = "heuristic"
 
     def __init__(self, fn: Callable[[str], float] = score_step, name: str | None = None) -> None:
+        self.fn = fn
         self._fn = fn
         if name is not None:
             self.name = name
@@ -132,8 +133,8 @@ def _callable_name(fn: Any) -> str:
 def resolve_scorer(scorer: str | Scorer | Callable[..., float] | None) -> Scorer:
     """The scorer named or given; ``None`` is the heuristic. Raises ``ValueError``/``TypeError`` at the boundary.
 
-    A callable must take two positional arguments ``(step, steps_so_far)``; one taking a single argument is a
-    text scorer and is rejected here with a pointer to ``score_fn=``, so a mix-up fails at construction.
+    A callable taking one positional argument is a text scorer ``fn(thought) -> float`` (what ``score_fn=`` took);
+    one taking two is a step scorer ``fn(step, steps_so_far) -> float``.
     """
     if scorer is None or scorer == "heuristic":
         return HeuristicScorer()
@@ -149,10 +150,12 @@ def resolve_scorer(scorer: str | Scorer | Callable[..., float] | None) -> Scorer
         except (TypeError, ValueError):  # a builtin without a signature: trust it
             return FunctionScorer(scorer)
         positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        if len(positional) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in params):
+        if not positional and not any(p.kind is p.VAR_POSITIONAL for p in params):
             raise TypeError(
-                f"scorer {_callable_name(scorer)!r} takes one argument; a scorer callable takes (step, steps_so_far). "
-                "For a fn(thought) -> float pass score_fn= instead (or rb_otel.steering.scorers.text_scorer(fn))"
+                f"scorer {_callable_name(scorer)!r} takes no argument; a scorer callable takes (thought) or "
+                "(step, steps_so_far)"
             )
+        if len(positional) == 1 and not any(p.kind is p.VAR_POSITIONAL for p in params):
+            return text_scorer(scorer)  # fn(thought) -> float: ReasonBlocks' documented text path
         return FunctionScorer(scorer)
     raise TypeError(f"scorer must be 'heuristic', 'pilot', a Scorer or a callable, got {type(scorer).__name__}")

@@ -75,6 +75,8 @@ class RunInfo:
             attrs[n.RB_EXPERIMENT_ID] = self.experiment.experiment_id
             attrs[n.RB_EXPERIMENT_ARM] = self.experiment.arm
             attrs[n.RB_EXPERIMENT_UNIT] = self.experiment.unit
+            if self.experiment.on_fraction is not None:
+                attrs[n.RB_EXPERIMENT_ON_FRACTION] = float(self.experiment.on_fraction)
         return attrs
 
 

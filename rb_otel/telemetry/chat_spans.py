@@ -28,6 +28,7 @@ from rb_otel.telemetry.attributes import (
 )
 from rb_otel.telemetry.batch import Batch
 from rb_otel.telemetry.content import ContentPolicy
+from rb_otel.telemetry.events import EventSink
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.spans import Abandoned, LiveChat, ns
 from rb_otel.types import FSMState, StepLogEntry
@@ -63,7 +64,17 @@ class _Ending:
 class ChatSpans:
     """Opens, fails and ends the ``chat`` spans of one run; ``scorer`` is the run's ``rb.scorer``."""
 
-    def __init__(self, tracer: trace.Tracer, content: ContentPolicy, metrics: RunMetrics, batch: Batch, scorer: str):
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        content: ContentPolicy,
+        metrics: RunMetrics,
+        batch: Batch,
+        scorer: str,
+        *,
+        events: EventSink,
+    ) -> None:
+        self._events = events
         self._tracer = tracer
         self._content = content
         self._metrics = metrics
@@ -106,7 +117,7 @@ class ChatSpans:
         )
         started = time.perf_counter() - (0.0 if start_time is None else max(time.time() - start_time, 0.0))
         for name, event_attrs in evaluation_events(entry.monitors_fired, monitor_scores or {}):
-            span.add_event(name, event_attrs)
+            self._events.emit(span, name, event_attrs)
         for rule in hints:
             span.add_event(n.EVENT_GENERAL_MONITOR_HINT, {n.RB_GENERAL_MONITOR_RULE: rule})
         self._live[entry.step] = LiveChat(span, started, provider, request_model, composite, attrs, content=content)
@@ -187,10 +198,10 @@ class ChatSpans:
         for name, event_attrs in events:
             span.add_event(name, event_attrs)
         if content:
-            span.add_event(n.EVENT_INFERENCE_DETAILS, content)
+            self._events.emit(span, n.EVENT_INFERENCE_DETAILS, content, ending.end_ns)
         if live is None and entry.monitors_fired:  # a live span got its evaluation events when it began
             for name, event_attrs in evaluation_events(entry.monitors_fired, scores or {}):
-                span.add_event(name, event_attrs)
+                self._events.emit(span, name, event_attrs, ns(entry.timestamp))
         self._batch.end_span(span, ending.changed, ending.end_ns)
         return EndedChat(span, ending.duration, ending.provider, ending.request_model, response)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import _logs as logs
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 
@@ -19,6 +20,7 @@ from rb_otel._version import __version__
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
 from rb_otel.telemetry.content import ContentPolicy, resolve_capture_mode
 from rb_otel.telemetry.derived_ids import DerivedIds
+from rb_otel.telemetry.events import EventSink
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.recorder import RunInfo, RunRecorder
 
@@ -116,6 +118,8 @@ class Telemetry:
         capture_content: bool | str | None = None,
         enabled: bool = True,
         batch_window: float = DEFAULT_BATCH_WINDOW,
+        logger_provider: Any = None,
+        evaluation_events: str = "both",
     ) -> None:
         if (
             isinstance(batch_window, bool)
@@ -125,11 +129,12 @@ class Telemetry:
         ):
             # named as ReasonBlocks(telemetry_batch_window=...) calls it, where users set it
             raise ValueError(f"batch_window (telemetry_batch_window) must be finite seconds >= 0, got {batch_window!r}")
-        self._settings = (tracer_provider, meter_provider, capture_content)  # for always_on()
+        self._settings = (tracer_provider, meter_provider, capture_content, logger_provider, evaluation_events)
         self._always_on: Telemetry | None = self if enabled else None
         if not enabled:
             tracer_provider = trace.NoOpTracerProvider()
             meter_provider = metrics.NoOpMeterProvider()
+            logger_provider = logs.NoOpLoggerProvider()
         self.enabled = enabled
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
@@ -139,6 +144,11 @@ class Telemetry:
         self.meter = metrics.get_meter(
             INSTRUMENTATION_NAME, __version__, meter_provider=meter_provider, schema_url=SCHEMA_URL
         )
+        self.logger_provider = logger_provider
+        logger = logs.get_logger(
+            INSTRUMENTATION_NAME, __version__, logger_provider=logger_provider, schema_url=SCHEMA_URL
+        )
+        self.events = EventSink(logger, evaluation_events)
         self.instruments = Instruments(self.meter)
         self.content = ContentPolicy(resolve_capture_mode(capture_content))
         self.batch_window = float(batch_window)
@@ -157,12 +167,14 @@ class Telemetry:
         """This telemetry, or (when it was made with ``enabled=False``) one recording to the providers it was
         given, made once: what must be recorded whatever the export switch says (experiment runs)."""
         if self._always_on is None:
-            tracer_provider, meter_provider, capture_content = self._settings
+            tracer_provider, meter_provider, capture_content, logger_provider, events = self._settings
             self._always_on = Telemetry(
                 tracer_provider=tracer_provider,
                 meter_provider=meter_provider,
                 capture_content=capture_content,
                 batch_window=self.batch_window,
+                logger_provider=logger_provider,
+                evaluation_events=events,
             )
         return self._always_on
 
@@ -177,6 +189,7 @@ class Telemetry:
             content=self.content,
             parent=context,
             batch_window=self.batch_window,
+            events=self.events,
         )
         if self.batch_window:
             with self._lock:
@@ -246,15 +259,16 @@ class Telemetry:
         return ids
 
     def flush_providers(self, timeout: float = 5.0) -> None:
-        """Do the finished work runs in flight are batching, then force-flush the tracer and meter providers
-        (given here, else the global ones) when they can; a provider that fails is logged, never raised. The
-        :meth:`always_on` telemetry of a disabled one is flushed with it."""
+        """Do the finished work runs in flight are batching, then force-flush the tracer, meter and logger
+        providers (given here, else the global ones) when they can; a provider that fails is logged, never
+        raised. The :meth:`always_on` telemetry of a disabled one is flushed with it."""
         self.flush()
         if self._always_on is not None and self._always_on is not self:
             self._always_on.flush_providers(timeout)
         providers = (
             self.tracer_provider or trace.get_tracer_provider(),
             self.meter_provider or metrics.get_meter_provider(),
+            self.logger_provider or logs.get_logger_provider(),
         )
         for provider in providers:
             force_flush = getattr(provider, "force_flush", None)

@@ -86,6 +86,7 @@ RB_FSM_TO: Final = "rb.fsm.to"
 RB_EXPERIMENT_ID: Final = "rb.experiment.id"
 RB_EXPERIMENT_ARM: Final = "rb.experiment.arm"
 RB_EXPERIMENT_UNIT: Final = "rb.experiment.unit"
+RB_EXPERIMENT_ON_FRACTION: Final = "rb.experiment.on_fraction"
 # TokenSavingMiddleware, on the run span: what it removed from the history sent to the model
 RB_TOKEN_SAVING_CHARS_SAVED: Final = "rb.token_saving.chars_saved"
 RB_TOKEN_SAVING_COMPRESSIONS: Final = "rb.token_saving.compressions"

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from opentelemetry import _logs as logs
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -36,6 +37,7 @@ from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW, Batch
 from rb_otel.telemetry.chat_spans import ChatSpans
 from rb_otel.telemetry.child_spans import ChildSpans
 from rb_otel.telemetry.content import ContentPolicy
+from rb_otel.telemetry.events import EventSink
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.invocations import ChatInvocation, ToolInvocation
 from rb_otel.telemetry.run_metrics import RunMetrics
@@ -68,6 +70,7 @@ class RunRecorder:
         content: ContentPolicy,
         parent: otel_context.Context | None = None,
         batch_window: float = DEFAULT_BATCH_WINDOW,
+        events: EventSink | None = None,
     ) -> None:
         self.info = info
         self._tracer = tracer
@@ -84,7 +87,8 @@ class RunRecorder:
         self._started_wall = 0.0
         self._finished = False
         self._children = ChildSpans(tracer, content, self._metrics, self._batch)
-        self._chats = ChatSpans(tracer, content, self._metrics, self._batch, info.scorer)
+        events = events if events is not None else EventSink(logs.get_logger(__name__), "logs")
+        self._chats = ChatSpans(tracer, content, self._metrics, self._batch, info.scorer, events=events)
         self.summary = RunSummary()
         self._pending_scores: dict[int, dict[str, float]] = {}
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from rb_otel._adapters import AdapterMethods
 from rb_otel._arguments import DEFAULT_STEERING_BUDGET_S, check_arguments, resolve_legacy, warn_ignored
 from rb_otel.backends.rb_api import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
-from rb_otel.config import ReasonBlocksConfig
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.baseline_cache import BaselineStore
 from rb_otel.steering.baselines import agent_key
@@ -37,6 +36,7 @@ from rb_otel.types import ExperimentArm, FSMState, RunFields
 if TYPE_CHECKING:
     from langchain.agents.middleware import AgentMiddleware
 
+    from rb_otel.config import ReasonBlocksConfig
     from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
     from rb_otel.integrations.langchain.routing import ModelRouter
 
@@ -200,6 +200,8 @@ class ReasonBlocks(AdapterMethods):
         spec 1.9's order: the steering middleware (its E-tiers and monitor steering as the config says), the
         general monitor, token saving. ``kwargs`` are this class's (providers, scorer, ...); the config gives the
         task profile and monitor weights."""
+        from rb_otel.config import ReasonBlocksConfig
+
         if not isinstance(config, ReasonBlocksConfig):
             raise TypeError(f"config must be a ReasonBlocksConfig, got {type(config).__name__}")
         kwargs.setdefault("task_profile", config.monitor_task_profile)

@@ -79,6 +79,7 @@ def replay(
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
     keep_steps: bool = True,
+    logger_provider: Any = None,
 ) -> list[ReplayResult]:
     """Import ``path`` (a file, or a directory: every file in it, in name order) and replay every run in it;
     one :class:`ReplayResult` per top-level run.
@@ -92,7 +93,7 @@ def replay(
     Raises :class:`RecordError` (a ``ValueError`` naming the file, place and problem) when the file cannot be
     read at all; a bad record inside a readable file, or an unreadable file inside a directory, is skipped and
     listed in ``ReplayResult.problems``. ``keep_steps=False`` keeps memory bounded on huge inputs (the results
-    then carry no step lists).
+    then carry no step lists). ``logger_provider`` receives the log-based GenAI events (fired monitors).
     """
     source = Path(path)
     if source.is_dir():
@@ -112,7 +113,9 @@ def replay(
         if scorer is not None or rescore
         else None
     )
-    telemetry = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    telemetry = Telemetry(
+        tracer_provider=tracer_provider, meter_provider=meter_provider, logger_provider=logger_provider
+    )
     ids = telemetry.derived_ids()
     problems: list[ImportProblem] = []
     results: list[ReplayResult] = []

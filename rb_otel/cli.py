@@ -78,6 +78,7 @@ def _replay(args: argparse.Namespace) -> int:
                     labels=args.labels,
                     tracer_provider=providers.tracer_provider,
                     meter_provider=providers.meter_provider,
+                    logger_provider=providers.logger_provider,
                     keep_steps=False,
                 )
             except (RecordError, OSError) as exc:

@@ -68,7 +68,9 @@ class ReasonBlocks(AdapterMethods):
       ``evaluation_events``: where ``gen_ai.evaluation.result`` (and, when content is captured as events,
       ``gen_ai.client.inference.operation.details``) go: ``"logs"`` (log-based events parented to their span,
       the conventions' form), ``"span"`` (span events, the previous release's form) or ``"both"`` (the default for
-      this release, so nothing that reads span events breaks; it becomes ``"logs"`` in the next).
+      this release, so nothing that reads span events breaks; it becomes ``"logs"`` in the next),
+      ``completion_hook`` (a GenAI ``CompletionHook`` each model call's messages are handed to, e.g. to upload
+      them; default: the one ``OTEL_INSTRUMENTATION_GENAI_COMPLETION_HOOK`` names; the ``upload`` extra).
 
     A contradictory or ignored combination is an error or a warning here, never a silent no-op. Deprecated, and
     still accepted for this release with a ``DeprecationWarning``: ``score_fn`` (use ``scorer``),
@@ -102,6 +104,7 @@ class ReasonBlocks(AdapterMethods):
         telemetry_enabled: bool = True,
         telemetry_batch_window: float = DEFAULT_BATCH_WINDOW,
         evaluation_events: str = "both",
+        completion_hook: Any = None,
         score_fn: Callable[[str], float] | None = None,
         live_streaming_enabled: bool | None = None,
         monitor_names: list[str] | None = None,
@@ -146,6 +149,7 @@ class ReasonBlocks(AdapterMethods):
             enabled=self.telemetry_enabled,
             batch_window=telemetry_batch_window,
             evaluation_events=evaluation_events,
+            completion_hook=completion_hook,
         )
         if isinstance(self.scorer, PilotScorer):
             self.scorer.baselines.add_listener(self.telemetry.instruments.baseline_event)
@@ -421,6 +425,7 @@ class ReasonBlocks(AdapterMethods):
         if isinstance(self.scorer, PilotScorer):
             self.scorer.baselines.flush(timeout)
         self.flush(timeout)
+        self.telemetry.shutdown_uploads(timeout)
         if self.client is not None:
             self.client.close()
 

@@ -120,22 +120,29 @@ def python_module(*args: str) -> list[str]:
 
 
 class OtlpSink(BaseHTTPRequestHandler):
-    """A real OTLP/HTTP receiver: decodes the protobuf requests rotel forwards."""
+    """A real OTLP/HTTP receiver: decodes the protobuf trace requests (``received``) and log requests
+    (``received_logs``) it is sent."""
 
     received: ClassVar[list[Any]] = []
+    received_logs: ClassVar[list[Any]] = []
 
     def do_POST(self) -> None:
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if self.path.endswith("/v1/traces"):
-            if self.headers.get("Content-Encoding") == "gzip":
-                import gzip
+        if self.headers.get("Content-Encoding") == "gzip":
+            import gzip
 
-                body = gzip.decompress(body)
+            body = gzip.decompress(body)
+        if self.path.endswith("/v1/traces"):
             request = ExportTraceServiceRequest()
             request.ParseFromString(body)
             self.received.append(request)
+        elif self.path.endswith("/v1/logs"):
+            logs = ExportLogsServiceRequest()
+            logs.ParseFromString(body)
+            self.received_logs.append(logs)
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.end_headers()
@@ -147,6 +154,7 @@ class OtlpSink(BaseHTTPRequestHandler):
 @pytest.fixture
 def otlp_sink() -> Iterator[tuple[int, list[Any]]]:
     OtlpSink.received = []
+    OtlpSink.received_logs = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), OtlpSink)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

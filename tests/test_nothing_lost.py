@@ -6,7 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from components import FIXTURES
@@ -112,6 +114,9 @@ def test_a_replay_never_touches_the_tracer_live_runs_use(otel: Otel) -> None:
         first = [r.trace_id for r in replay(record, tracer_provider=otel.tracer_provider)]
         second = [r.trace_id for r in replay(record, tracer_provider=otel.tracer_provider)]
     finally:
+        deadline = time.monotonic() + 30
+        while len(live_traces) < 2 and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)  # at least two live runs, however fast the replays were
         stop.set()
         thread.join(timeout=30)
     assert first == second  # the replay's ids are derived from the input, race or not
@@ -148,11 +153,13 @@ def test_every_exporter_of_a_list_is_used(monkeypatch: pytest.MonkeyPatch, caplo
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     providers = configure(export_timeout_s=0.2)
     try:
-        assert [d.split(" -> ")[1] for d in providers.descriptions] == ["console", "otlp", "otlp", "console"]
+        kinds = [d.split(" -> ")[1] for d in providers.descriptions]
+        assert kinds == ["console", "otlp", "otlp", "console", "otlp"]  # traces, metrics, logs (an endpoint is set)
         assert any("'bogus' not one of" in r.getMessage() for r in caplog.records)
     finally:
         providers.tracer_provider.shutdown()
         providers.meter_provider.shutdown()
+        providers.logger_provider.shutdown()
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none,console")
     none = configure()
     assert not [d for d in none.descriptions if d.startswith("traces")]
@@ -168,3 +175,49 @@ def test_the_cli_verbose_flag_changes_only_rb_otels_loggers() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     root, ours, other = done.stdout.split()[-3:]
     assert (int(root), int(ours), int(other)) == (30, 10, 0)  # root stays WARNING, rb_otel DEBUG, others untouched
+
+
+def test_configure_exports_the_log_based_events_over_otlp(
+    monkeypatch: pytest.MonkeyPatch, otlp_sink: tuple[int, list[Any]]
+) -> None:
+    from components import OtlpSink
+
+    port, _ = otlp_sink
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    monkeypatch.delenv("OTEL_LOGS_EXPORTER", raising=False)
+    providers = configure(export_timeout_s=2.0)
+    assert providers.logger_provider is not None
+    rb = ReasonBlocks(
+        tracer_provider=providers.tracer_provider,
+        meter_provider=providers.meter_provider,
+        logger_provider=providers.logger_provider,
+        evaluation_events="logs",
+    )
+    session = rb.session(agent_name="events")
+    for thought in ("I think maybe this might be wrong, not sure.",) * 4:
+        decision = session.begin_step(thought=thought, action="run", observation="Error: failed again")
+        session.end_step(decision, tokens=10)
+    session.finish()
+    providers.force_flush(5000)
+    providers.shutdown()
+    records = [
+        record
+        for request in OtlpSink.received_logs
+        for resource_logs in request.resource_logs
+        for scope_logs in resource_logs.scope_logs
+        for record in scope_logs.log_records
+    ]
+    assert records, "no log records reached the receiver"
+    assert {r.event_name for r in records} == {"gen_ai.evaluation.result"}
+    spans = {
+        span.span_id
+        for request in OtlpSink.received
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+        if span.name.startswith("chat")
+    }
+    assert all(r.span_id in spans for r in records)  # each event is parented to its chat span

@@ -107,6 +107,7 @@ def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunRe
         pattern_store=store,
         tracer_provider=providers.tracer_provider,
         meter_provider=providers.meter_provider,
+        logger_provider=providers.logger_provider,
         model_routing={"SLOW": strong, "SKIP": strong},
     )
     results: list[RunResult] = []

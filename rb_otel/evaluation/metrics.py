@@ -51,7 +51,9 @@ def auroc_interval(
     y = np.asarray(failed, dtype=bool)
     s = np.asarray(scores, dtype=np.float64)
     keys = np.arange(len(y)) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1]
-    groups = [np.flatnonzero(keys == k) for k in range(int(keys.max()) + 1)] if len(y) else []
+    if not len(y):
+        return float("nan"), float("nan")
+    groups = [np.flatnonzero(keys == k) for k in range(int(keys.max()) + 1)]
     rng = np.random.default_rng(seed)
     values = []
     for _ in range(resamples):

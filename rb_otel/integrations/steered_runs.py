@@ -89,6 +89,11 @@ class RunFactory:
         """Whether prompts, completions and tool arguments may be recorded (the content-capture policy)."""
         return self.telemetry.content.capture
 
+    @property
+    def wants_content(self) -> bool:
+        """Whether adapters should hand the recorder messages: captured, or for a completion hook to upload."""
+        return self.telemetry.wants_content
+
     def open(
         self,
         fields: RunFields,

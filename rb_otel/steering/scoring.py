@@ -21,7 +21,7 @@ import math
 import re
 from itertools import compress, count
 
-from rb_otel.steering.text import Memo, names_a_path, tokens
+from rb_otel.steering.text import Memo, names_a_path, text_view, tokens
 
 __all__ = ["ERROR_TERMS", "HEDGE_TERMS", "score_signals", "score_step"]
 
@@ -203,12 +203,15 @@ def score_signals(text: str) -> tuple[float, float, float, float]:
 def score_step(text: str) -> float:
     """Score how hard the agent is working from its latest thought; a float in (0, 1).
 
-    Deterministic and linear in ``len(text)``. ``""`` gives 0.5. Raises ``TypeError`` for a non-string.
+    Deterministic; a thought longer than ``MAX_TEXT_CHARS`` (4,000) is read as its first 2,000 and last 1,999
+    characters (:func:`~rb_otel.steering.text.text_view`), so the cost has a bound (a reasoning model's turn can
+    be 50,000); the length signal saturates at 500 words, which 4,000 characters of prose already hold. ``""``
+    gives 0.5. Raises ``TypeError`` for a non-string. ``score_signals(text)`` reads the whole text.
     """
     if not isinstance(text, str):
         raise TypeError(f"score_step expects a str thought, got {type(text).__name__}")
     if not text:
         return _EMPTY_SCORE
-    hedge, length, error, entities = score_signals(text)
+    hedge, length, error, entities = score_signals(text_view(text))
     raw = _WEIGHT_HEDGE * hedge + _WEIGHT_LENGTH * length + _WEIGHT_ERROR * error + _WEIGHT_ENTITIES * entities
     return 1.0 / (1.0 + math.exp(-_SLOPE * (raw - 0.5)))

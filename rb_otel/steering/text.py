@@ -17,12 +17,16 @@ __all__ = [
     "jaccard",
     "names_a_path",
     "stem",
+    "text_view",
     "tokens",
 ]
 
 _CONTENT_WORD = re.compile(r"\w{3,}")
 #: Monitors read at most this much of one text, so a 10 MB thought costs the same as a long one.
 MAX_TEXT_CHARS = 4000
+#: What the heuristic scorer and the monitors read of a longer thought: its first and last characters, joined by a
+#: newline (``MAX_TEXT_CHARS`` in all): the start states the plan, the end the decision the step acts on.
+TEXT_VIEW = (2000, MAX_TEXT_CHARS - 2001)
 
 
 def bounded_view(text: str, head: int, tail: int) -> str:
@@ -32,6 +36,32 @@ def bounded_view(text: str, head: int, tail: int) -> str:
     if len(text) <= head + tail:
         return text
     return f"{text[:head]}\n{text[len(text) - tail :]}" if tail else text[:head]
+
+
+class _LastView:
+    # The scorer and the monitors read the view of the same thought one after the other: the same string object
+    # back, so the tokens of it are cached too (``tokens`` is keyed by identity). One tuple, replaced atomically.
+    __slots__ = ("entry",)
+
+    def __init__(self) -> None:
+        self.entry: tuple[str | None, str] = (None, "")
+
+
+_LAST_VIEW = _LastView()
+
+
+def text_view(text: str) -> str:
+    """:func:`bounded_view` of ``text`` by :data:`TEXT_VIEW`: ``text`` itself when it has at most
+    ``MAX_TEXT_CHARS`` characters, else its first 2,000 and last 1,999 (the same object for the same input
+    object, called twice in a row)."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    cached_text, cached = _LAST_VIEW.entry
+    if cached_text is text:
+        return cached
+    view = bounded_view(text, *TEXT_VIEW)
+    _LAST_VIEW.entry = (text, view)
+    return view
 
 
 STOPWORDS = frozenset(
@@ -123,8 +153,7 @@ def content_words(text: str) -> frozenset[str]:
 
     Words are runs of letters, digits and ``_``, so ``src/auth.py`` gives ``src``, ``auth``.
     """
-    if len(text) > MAX_TEXT_CHARS:
-        text = text[:MAX_TEXT_CHARS]
+    text = text_view(text)
     cached_text, cached = _LAST.entry
     words = cached.words if cached_text is text else _split(text.lower())  # the scorer usually tokenised it
     return frozenset(chain.from_iterable(map(_TOKEN_STEMS.__getitem__, words)))

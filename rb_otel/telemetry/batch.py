@@ -29,6 +29,7 @@ from opentelemetry.metrics import Counter, Histogram, UpDownCounter
 from opentelemetry.trace import Span
 
 from rb_otel.telemetry.attributes import Attributes
+from rb_otel.telemetry.sums import SummedCounter
 
 __all__ = ["DEFAULT_BATCH_WINDOW", "MAX_PENDING", "Batch"]
 
@@ -119,12 +120,16 @@ class Batch:
 
     def add(
         self,
-        counter: Counter | UpDownCounter,
+        counter: Counter | UpDownCounter | SummedCounter,
         value: float,
         attributes: Attributes,
         context: otel_context.Context | None,
     ) -> None:
-        """Queue ``counter.add(value, attributes, context)``, or add ``value`` to an equal add already waiting."""
+        """Queue ``counter.add(value, attributes, context)``, or add ``value`` to an equal add already waiting; a
+        :class:`~rb_otel.telemetry.sums.SummedCounter` is added to at once (an add is a dict update)."""
+        if isinstance(counter, SummedCounter):
+            counter.add(value, attributes)
+            return
         try:
             key = (id(counter), frozenset(attributes.items()))
         except TypeError:  # an unhashable (sequence) attribute value: queued on its own

@@ -31,6 +31,7 @@ from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.events import EventSink
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.spans import Abandoned, LiveChat, ns
+from rb_otel.telemetry.uploads import CompletionUploads, UploadingMessages
 from rb_otel.types import FSMState, StepLogEntry
 
 __all__ = ["ChatSpans", "EndedChat"]
@@ -73,8 +74,10 @@ class ChatSpans:
         scorer: str,
         *,
         events: EventSink,
+        uploads: CompletionUploads | None = None,
     ) -> None:
         self._events = events
+        self._uploads = uploads
         self._tracer = tracer
         self._content = content
         self._metrics = metrics
@@ -95,6 +98,7 @@ class ChatSpans:
         monitor_scores: Mapping[str, float] | None,
         hints: Sequence[str],
         start_time: float | None = None,
+        system_instruction: str | None = None,
     ) -> otel_context.Context:
         """Open the live span of ``entry.step``; returns its context. Each fired monitor is a
         ``gen_ai.evaluation.result`` event, each hint rule a ``rb.general_monitor.hint`` event. ``start_time``
@@ -120,7 +124,10 @@ class ChatSpans:
             self._events.emit(span, name, event_attrs)
         for rule in hints:
             span.add_event(n.EVENT_GENERAL_MONITOR_HINT, {n.RB_GENERAL_MONITOR_RULE: rule})
-        self._live[entry.step] = LiveChat(span, started, provider, request_model, composite, attrs, content=content)
+        live = LiveChat(span, started, provider, request_model, composite, attrs, content=content)
+        if self._uploads is not None and (input_messages is not None or system_instruction):
+            live.uploading = UploadingMessages(input_messages, system_instruction)
+        self._live[entry.step] = live
         return trace.set_span_in_context(span)
 
     def respond(self, step: int, response: ChatResponse | None, end_time: float | None = None) -> None:
@@ -199,6 +206,9 @@ class ChatSpans:
             span.add_event(name, event_attrs)
         if content:
             self._events.emit(span, n.EVENT_INFERENCE_DETAILS, content, ending.end_ns)
+        if live is not None and live.uploading is not None and self._uploads is not None:
+            outputs, reasons = (response.output_messages, response.finish_reasons) if response else (None, ())
+            self._uploads.upload(span, live.uploading, outputs, reasons)  # sets the *_ref attributes
         if live is None and entry.monitors_fired:  # a live span got its evaluation events when it began
             for name, event_attrs in evaluation_events(entry.monitors_fired, scores or {}):
                 self._events.emit(span, name, event_attrs, ns(entry.timestamp))

@@ -20,7 +20,10 @@ from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.spans import ToolCall, ns
 
-__all__ = ["ChildSpans"]
+__all__ = ["MAX_TOOL_DESCRIPTION", "ChildSpans"]
+
+#: ``gen_ai.tool.description`` is cut to this many characters (a docstring can be a page long).
+MAX_TOOL_DESCRIPTION = 1024
 
 
 class ChildSpans:
@@ -38,8 +41,10 @@ class ChildSpans:
         content: ContentPolicy,
         metrics: RunMetrics,
         batch: Batch,
+        agent_name: str = "",
     ) -> None:
         self._tracer = tracer
+        self._agent_name = agent_name
         self._content = content
         self._metrics = metrics
         self._batch = batch
@@ -78,6 +83,7 @@ class ChildSpans:
         call_id: str,
         arguments: Any = None,
         start_time: float | None = None,
+        description: str = "",
     ) -> ToolCall:
         attrs: Attributes = {
             n.GEN_AI_OPERATION_NAME: n.OP_EXECUTE_TOOL,
@@ -85,8 +91,12 @@ class ChildSpans:
             n.GEN_AI_TOOL_TYPE: n.TOOL_TYPE_FUNCTION,
             n.RB_STEP: step,
         }
+        if self._agent_name:
+            attrs[n.GEN_AI_AGENT_NAME] = self._agent_name
         if call_id:
             attrs[n.GEN_AI_TOOL_CALL_ID] = call_id
+        if description:  # the tool's definition, not conversation content: recorded without capture (bounded)
+            attrs[n.GEN_AI_TOOL_DESCRIPTION] = description[:MAX_TOOL_DESCRIPTION]
         if self._content.capture and arguments is not None:
             attrs[n.GEN_AI_TOOL_CALL_ARGUMENTS] = self._content.text(arguments)
         content = self._content.split(attrs)

@@ -23,6 +23,7 @@ from rb_otel.telemetry.derived_ids import DerivedIds
 from rb_otel.telemetry.events import EventSink
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.recorder import RunInfo, RunRecorder
+from rb_otel.telemetry.uploads import completion_uploads
 
 __all__ = ["INSTRUMENTATION_NAME", "REPLAY_SCOPE_ATTRIBUTE", "SCHEMA_URL", "EnclosingSpan", "Telemetry"]
 
@@ -120,6 +121,7 @@ class Telemetry:
         batch_window: float = DEFAULT_BATCH_WINDOW,
         logger_provider: Any = None,
         evaluation_events: str = "both",
+        completion_hook: Any = None,
     ) -> None:
         if (
             isinstance(batch_window, bool)
@@ -130,6 +132,7 @@ class Telemetry:
             # named as ReasonBlocks(telemetry_batch_window=...) calls it, where users set it
             raise ValueError(f"batch_window (telemetry_batch_window) must be finite seconds >= 0, got {batch_window!r}")
         self._settings = (tracer_provider, meter_provider, capture_content, logger_provider, evaluation_events)
+        self._completion_hook = completion_hook
         self._always_on: Telemetry | None = self if enabled else None
         if not enabled:
             tracer_provider = trace.NoOpTracerProvider()
@@ -151,6 +154,8 @@ class Telemetry:
         self.events = EventSink(logger, evaluation_events)
         self.instruments = Instruments(self.meter)
         self.content = ContentPolicy(resolve_capture_mode(capture_content))
+        #: The completion hook each live ``chat`` span's messages go to (``uploads.py``), if one is configured.
+        self.uploads = completion_uploads(completion_hook) if enabled else None
         self.batch_window = float(batch_window)
         self._recorders: weakref.WeakSet[RunRecorder] = weakref.WeakSet()  # for flush(); never keeps one alive
         self._lock = threading.Lock()
@@ -175,6 +180,7 @@ class Telemetry:
                 batch_window=self.batch_window,
                 logger_provider=logger_provider,
                 evaluation_events=events,
+                completion_hook=self._completion_hook,
             )
         return self._always_on
 
@@ -190,6 +196,7 @@ class Telemetry:
             parent=context,
             batch_window=self.batch_window,
             events=self.events,
+            uploads=self.uploads,
         )
         if self.batch_window:
             with self._lock:
@@ -216,6 +223,18 @@ class Telemetry:
                 _log.warning("registering the batch flush with %s failed", type(provider).__name__, exc_info=True)
         with _BATCHING_LOCK:
             _register_exit_hook()
+
+    @property
+    def wants_content(self) -> bool:
+        """Whether adapters should hand over messages: content capture is on, or a completion hook takes them."""
+        return self.content.capture or self.uploads is not None
+
+    def shutdown_uploads(self, timeout: float = 5.0) -> None:
+        """Wait (bounded) for the completion hook's uploads in flight, if there is one."""
+        if self.uploads is not None:
+            self.uploads.shutdown(timeout)
+        if self._always_on is not None and self._always_on is not self:
+            self._always_on.shutdown_uploads(timeout)
 
     @property
     def pending(self) -> int:

@@ -7,33 +7,40 @@ import threading
 from opentelemetry import metrics
 
 from rb_otel.telemetry import names as n
+from rb_otel.telemetry.sums import SummedCounter
 
 __all__ = ["Instruments"]
 
 
-class Instruments:
-    """Every instrument of ``telemetry.md``; label sets are small and fixed (never a run id)."""
+Counter = SummedCounter | metrics.Counter | metrics.UpDownCounter
 
-    def __init__(self, meter: metrics.Meter) -> None:
-        self.steps = meter.create_counter(n.METRIC_STEPS, unit="{step}", description="Model calls by FSM state")
+
+class Instruments:
+    """Every instrument of ``telemetry.md``; label sets are small and fixed (never a run id).
+
+    ``summed`` (the default) keeps the counters as in-process sums exported through observable instruments
+    (``sums.py``: the same exported data, no SDK call per add, no counter exemplars); ``summed=False`` is the plain
+    definition, the SDK's synchronous counters.
+    """
+
+    def __init__(self, meter: metrics.Meter, *, summed: bool = True) -> None:
+        self._meter = meter
+        self._summed = summed
+        self.steps = self._counter(n.METRIC_STEPS, unit="{step}", description="Model calls by FSM state")
         self.difficulty = meter.create_histogram(
             n.METRIC_STEP_DIFFICULTY,
             unit="1",
             description="Difficulty score of each scored step",
             explicit_bucket_boundaries_advisory=list(n.DIFFICULTY_BUCKETS),
         )
-        self.transitions = meter.create_counter(
-            n.METRIC_FSM_TRANSITIONS, unit="{transition}", description="FSM state changes"
+        self.transitions = self._counter(n.METRIC_FSM_TRANSITIONS, unit="{transition}", description="FSM state changes")
+        self.runs = self._counter(n.METRIC_RUNS, unit="{run}", description="Finished runs")
+        self.runs_active = self._counter(
+            n.METRIC_RUNS_ACTIVE, unit="{run}", description="Runs in flight, by current FSM state", monotonic=False
         )
-        self.runs = meter.create_counter(n.METRIC_RUNS, unit="{run}", description="Finished runs")
-        self.runs_active = meter.create_up_down_counter(
-            n.METRIC_RUNS_ACTIVE, unit="{run}", description="Runs in flight, by current FSM state"
-        )
-        self.runs_skip = meter.create_counter(n.METRIC_RUNS_SKIP, unit="{run}", description="Runs that entered SKIP")
-        self.monitor_fired = meter.create_counter(
-            n.METRIC_MONITOR_FIRED, unit="{firing}", description="Monitor firings"
-        )
-        self.injections = meter.create_counter(n.METRIC_INJECTIONS, unit="{injection}", description="Injections")
+        self.runs_skip = self._counter(n.METRIC_RUNS_SKIP, unit="{run}", description="Runs that entered SKIP")
+        self.monitor_fired = self._counter(n.METRIC_MONITOR_FIRED, unit="{firing}", description="Monitor firings")
+        self.injections = self._counter(n.METRIC_INJECTIONS, unit="{injection}", description="Injections")
         self.steering_duration = meter.create_histogram(
             n.METRIC_STEERING_DURATION,
             unit="s",
@@ -70,15 +77,15 @@ class Instruments:
             description="Tokens per finished run",
             explicit_bucket_boundaries_advisory=list(n.TOKEN_USAGE_BUCKETS),
         )
-        self.token_saving_chars = meter.create_counter(
+        self.token_saving_chars = self._counter(
             n.METRIC_TOKEN_SAVING_CHARS, unit="{char}", description="Characters TokenSavingMiddleware removed"
         )
-        self.baselines_errors = meter.create_counter(
+        self.baselines_errors = self._counter(
             n.METRIC_BASELINES_ERRORS,
             unit="{error}",
             description="Failed reads and writes of the pilot's shared baseline store (the runs went on)",
         )
-        self.baselines_dropped = meter.create_counter(
+        self.baselines_dropped = self._counter(
             n.METRIC_BASELINES_DROPPED,
             unit="{run}",
             description="Run summaries dropped unwritten from the baseline store's full queue",
@@ -86,6 +93,13 @@ class Instruments:
         self._skip_initialised: set[str] = set()
         self._experiments: set[str] = set()
         self._lock = threading.Lock()
+
+    def _counter(self, name: str, *, unit: str, description: str, monotonic: bool = True) -> Counter:
+        if self._summed:
+            return SummedCounter(self._meter, name, unit=unit, description=description, monotonic=monotonic)
+        if monotonic:
+            return self._meter.create_counter(name, unit=unit, description=description)
+        return self._meter.create_up_down_counter(name, unit=unit, description=description)
 
     def experiment_label(self, experiment_id: str) -> str:
         """The ``rb.experiment.id`` label value: the id itself for the first ``MAX_EXPERIMENT_LABELS`` distinct ids

@@ -43,6 +43,7 @@ from rb_otel.telemetry.invocations import ChatInvocation, ToolInvocation
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.run_summary import RunSummary
 from rb_otel.telemetry.spans import ToolCall, ns
+from rb_otel.telemetry.uploads import CompletionUploads
 from rb_otel.types import FSMState, StepLogEntry
 
 __all__ = [
@@ -71,6 +72,7 @@ class RunRecorder:
         parent: otel_context.Context | None = None,
         batch_window: float = DEFAULT_BATCH_WINDOW,
         events: EventSink | None = None,
+        uploads: CompletionUploads | None = None,
     ) -> None:
         self.info = info
         self._tracer = tracer
@@ -86,9 +88,11 @@ class RunRecorder:
         self._started_perf = 0.0
         self._started_wall = 0.0
         self._finished = False
-        self._children = ChildSpans(tracer, content, self._metrics, self._batch)
+        self._children = ChildSpans(tracer, content, self._metrics, self._batch, info.agent_name)
         events = events if events is not None else EventSink(logs.get_logger(__name__), "logs")
-        self._chats = ChatSpans(tracer, content, self._metrics, self._batch, info.scorer, events=events)
+        self._chats = ChatSpans(
+            tracer, content, self._metrics, self._batch, info.scorer, events=events, uploads=uploads
+        )
         self.summary = RunSummary()
         self._pending_scores: dict[int, dict[str, float]] = {}
 
@@ -252,13 +256,15 @@ class RunRecorder:
         hints: Sequence[str] = (),
         current: bool = True,
         start_time: float | None = None,
+        system_instruction: str | None = None,
     ) -> ChatInvocation:
         """Open the live ``chat`` span of ``entry.step``, current until the returned invocation stops or fails (so
         provider SDK spans nest under it; ``current=False`` for an adapter whose start and end run in different
         contexts, e.g. callbacks on separate tasks; ``start_time``, seconds, backdates a call the adapter learns of
         only once it has answered). Each monitor in ``entry.monitors_fired`` becomes a
         ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``; each rule in ``hints`` (hints a
-        companion middleware added to this call's messages) a ``rb.general_monitor.hint`` event."""
+        companion middleware added to this call's messages) a ``rb.general_monitor.hint`` event. With a completion
+        hook (``uploads.py``), ``input_messages`` and ``system_instruction`` go to it when the call ends."""
         context = self._chats.open(
             entry,
             parent=self.context,
@@ -270,6 +276,7 @@ class RunRecorder:
             monitor_scores=monitor_scores,
             hints=hints,
             start_time=start_time,
+            system_instruction=system_instruction,
         )
         return ChatInvocation(self, entry.step, context if current else None)
 
@@ -303,11 +310,19 @@ class RunRecorder:
         arguments: Any = None,
         start_time: float | None = None,
         current: bool = True,
+        description: str = "",
     ) -> ToolInvocation:
         """Open an ``execute_tool`` span under the run; with ``current`` it is the current span until the returned
-        invocation ends (spans the tool makes nest under it). ``start_time`` (seconds) is for recorded calls."""
+        invocation ends (spans the tool makes nest under it). ``start_time`` (seconds) is for recorded calls;
+        ``description`` is the tool's own (``gen_ai.tool.description``, recorded without content capture)."""
         call = self._children.start_tool(
-            parent=self.context, step=step, name=name, call_id=call_id, arguments=arguments, start_time=start_time
+            parent=self.context,
+            step=step,
+            name=name,
+            call_id=call_id,
+            arguments=arguments,
+            start_time=start_time,
+            description=description,
         )
         return ToolInvocation(self, call, trace.set_span_in_context(call.span) if current else None)
 

@@ -22,7 +22,7 @@ class _StepLabels:
 
     __slots__ = ("input_tokens", "operation", "output_tokens", "state", "steps")
 
-    def __init__(self, agent: Attributes, state: str, provider: str, request_model: str) -> None:
+    def __init__(self, agent: Attributes, state: str, provider: str, request_model: str, response_model: str) -> None:
         self.steps: Attributes = {**agent, n.RB_FSM_STATE: state, n.GEN_AI_REQUEST_MODEL: request_model}
         self.state: Attributes = {**agent, n.RB_FSM_STATE: state}
         self.operation: Attributes = {
@@ -31,6 +31,8 @@ class _StepLabels:
             n.GEN_AI_REQUEST_MODEL: request_model,
             n.RB_FSM_STATE: state,
         }
+        if response_model:  # as the semantic conventions label client metrics, when the provider reports it
+            self.operation[n.GEN_AI_RESPONSE_MODEL] = response_model
         self.input_tokens: Attributes = {**self.operation, n.GEN_AI_TOKEN_TYPE: "input"}
         self.output_tokens: Attributes = {**self.operation, n.GEN_AI_TOKEN_TYPE: "output"}
 
@@ -45,7 +47,7 @@ class RunMetrics:
     ) -> None:
         self._inst = instruments
         self._agent: Attributes = {n.GEN_AI_AGENT_NAME: agent_name}
-        self._labels: dict[tuple[str, str, str], _StepLabels] = {}
+        self._labels: dict[tuple[str, str, str, str], _StepLabels] = {}
         self._batch = batch
         # the run-level metrics of an experiment's runs carry its (bounded) id and the arm
         self._experiment: Attributes = {}
@@ -70,7 +72,8 @@ class RunMetrics:
         context: otel_context.Context,
     ) -> None:
         inst, agent = self._inst, self._agent
-        labels = self._step_labels(entry.fsm_state, provider, request_model)
+        response_model = response.response_model if response is not None else ""
+        labels = self._step_labels(entry.fsm_state, provider, request_model, response_model)
         count, record = self._batch.add, self._batch.record
         count(inst.steps, 1, labels.steps, context)
         if entry.difficulty is not None:
@@ -89,12 +92,12 @@ class RunMetrics:
             if response.output_tokens is not None:
                 record(inst.token_usage, response.output_tokens, labels.output_tokens, context)
 
-    def _step_labels(self, state: str, provider: str, request_model: str) -> _StepLabels:
-        # The same few label sets repeat on every step of a run: build them once per (state, provider, model).
-        key = (state, provider, request_model)
+    def _step_labels(self, state: str, provider: str, request_model: str, response_model: str) -> _StepLabels:
+        # The same few label sets repeat on every step of a run: build them once per (state, provider, models).
+        key = (state, provider, request_model, response_model)
         labels = self._labels.get(key)
         if labels is None:
-            labels = self._labels[key] = _StepLabels(self._agent, state, provider, request_model)
+            labels = self._labels[key] = _StepLabels(self._agent, state, provider, request_model, response_model)
         return labels
 
     def chat_failed(
@@ -117,7 +120,7 @@ class RunMetrics:
         self._batch.record(self._inst.operation_duration, duration, labels, context)
 
     def tool(self, name: str, error_type: str | None, duration: float, context: otel_context.Context) -> None:
-        labels: Attributes = {n.GEN_AI_TOOL_NAME: name}
+        labels: Attributes = {**self._agent, n.GEN_AI_TOOL_NAME: name, n.GEN_AI_TOOL_TYPE: n.TOOL_TYPE_FUNCTION}
         if error_type:
             labels[n.ERROR_TYPE] = error_type
         self._batch.record(self._inst.execute_tool_duration, duration, labels, context)

@@ -5,6 +5,8 @@ Precedence is argument > environment variable > default:
 * ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: a comma-separated list of ``otlp``, ``console``, ``none``
   (and ``prometheus`` for metrics), each one used. Without them: OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set,
   else the OTLP-JSON files given as ``traces_file``/``metrics_file`` (the demo's default), else nothing.
+* ``OTEL_LOGS_EXPORTER`` (``otlp``, ``console``, ``none``; default OTLP when an endpoint is set, else none): the
+  log-based GenAI events (``gen_ai.evaluation.result``, content as events) on :attr:`Providers.logger_provider`.
 * ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``grpc`` (default) or ``http/protobuf``; endpoint, headers and timeouts are
   read by the OTLP exporters themselves.
 * ``OTEL_EXPORTER_PROMETHEUS_HOST`` / ``_PORT``: the pull endpoint, bound to 127.0.0.1 unless told otherwise.
@@ -17,6 +19,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
@@ -53,13 +56,26 @@ class Providers:
     prometheus_port: int | None = None
     span_exporter: CountingSpanExporter | None = None  # exported / dropped counts
     traces_target: str = ""  # where spans go ("otlp", a file path, "console"), "" when nowhere
+    #: The SDK logger provider for log-based events, when ``OTEL_LOGS_EXPORTER`` names an exporter.
+    logger_provider: Any = None
+
+    def _all(self) -> list[Any]:
+        return [p for p in (self.tracer_provider, self.meter_provider, self.logger_provider) if p is not None]
+
+    def force_flush(self, timeout_millis: int = 5000) -> None:
+        """Export what every provider holds (runs in flight first do the finished work they batch)."""
+        for provider in self._all():
+            try:
+                provider.force_flush(timeout_millis)
+            except Exception:
+                _log.warning("flushing %s failed", type(provider).__name__, exc_info=True)
 
     def shutdown(self) -> None:
-        """Flush and stop both providers. Bounded: each OTLP export gives up after the export timeout, and once one
+        """Flush and stop the providers. Bounded: each OTLP export gives up after the export timeout, and once one
         has failed the rest are dropped at once (and counted)."""
         if self.span_exporter is not None:
             self.span_exporter.closing()
-        for provider in (self.tracer_provider, self.meter_provider):
+        for provider in self._all():
             try:
                 provider.shutdown()
             except Exception:
@@ -161,6 +177,32 @@ def _metric_exporter(kind: str, metrics_file: Path | None, timeout_s: float) -> 
     return None
 
 
+def _logger_provider(kinds: list[str], resource: Resource, timeout_s: float) -> Any:
+    """An SDK logger provider exporting to ``kinds`` (``None`` for none)."""
+    if not kinds:
+        return None
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogExporter
+
+    provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+    for kind in kinds:
+        exporter: Any
+        if kind == "console":
+            exporter = ConsoleLogExporter()
+        elif _otlp_http():
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogExporter
+
+            exporter = HttpLogExporter(timeout=timeout_s)
+        else:
+            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
+
+            exporter = GrpcLogExporter(timeout=timeout_s)
+        provider.add_log_record_processor(
+            BatchLogRecordProcessor(exporter, export_timeout_millis=int(timeout_s * 1000))
+        )
+    return provider
+
+
 def _prometheus_reader(port: int | None) -> tuple[MetricReader, int]:
     try:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -241,4 +283,9 @@ def configure(
             )
             descriptions.append(f"metrics -> {kind if kind != 'file' else metrics_file}")
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    return Providers(tracer_provider, meter_provider, descriptions, served_port, counting, target)
+    logs_kinds = _choices("OTEL_LOGS_EXPORTER", ("otlp", "console", "none"), "otlp" if has_endpoint else "none")
+    logger_provider = _logger_provider(logs_kinds, resource, timeout_s)
+    descriptions.extend(f"logs -> {kind}" for kind in logs_kinds)
+    return Providers(
+        tracer_provider, meter_provider, descriptions, served_port, counting, target, logger_provider=logger_provider
+    )

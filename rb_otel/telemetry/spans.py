@@ -28,6 +28,8 @@ class LiveChat:
     answered_at: float | None = None
     #: Content held for the span's content event (EVENT modes), added with the rest when the call ends.
     content: dict[str, Any] | None = None
+    #: The messages held for a completion hook (``uploads.py``), when one is configured.
+    uploading: Any = None
 
 
 class ToolCall:

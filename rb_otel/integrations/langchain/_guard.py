@@ -39,8 +39,11 @@ _MAX_TRACKED = 200_000
 class ToolObserver(Protocol):
     """Records the tool runs of the agent graphs it claims."""
 
-    def tool_started(self, graph: UUID, name: str, call_id: str, arguments: Any) -> object | None:
-        """Start recording a tool run of agent graph run ``graph``: a handle, or ``None`` if not ours."""
+    def tool_started(
+        self, graph: UUID, name: str, call_id: str, arguments: Any, description: str = ""
+    ) -> object | None:
+        """Start recording a tool run of agent graph run ``graph`` (``description``: the tool's own): a handle, or
+        ``None`` if not ours."""
 
     def tool_ended(self, handle: object, output: Any, error: BaseException | None) -> None:
         """The tool run of ``handle`` returned ``output`` or raised ``error``."""
@@ -134,10 +137,11 @@ class RunEndGuard(BaseCallbackHandler):
         if graph is None:
             return  # not a tool node's tool (or its graph is unknown): nothing to record
         name = str((serialized or {}).get("name") or kwargs.get("name") or "")
+        description = str((serialized or {}).get("description") or "")
         call_id = str(kwargs.get("tool_call_id") or "")
         for observer in list(self._observers):
             try:
-                handle = observer.tool_started(graph, name, call_id, inputs)
+                handle = observer.tool_started(graph, name, call_id, inputs, description)
             except Exception:
                 _log.warning("starting a tool span failed", exc_info=True)
                 continue

@@ -102,6 +102,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._runs = runs
         self._router = router if router is not None else ModelRouter(runs.model_routing)
         self._capture = runs.capture_content
+        self._wants_content = runs.wants_content  # captured, or uploaded by a completion hook
         self.agent_name = fields.agent_name
         extras = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
         self.experiment = experiment
@@ -276,9 +277,10 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _start_chat(
         self, run: AgentRun, decision: StepDecision, request: ModelRequest[Any], identity: ModelIdentity
     ) -> ChatInvocation:
-        input_messages = None
-        if self._capture:
+        input_messages = system = None
+        if self._wants_content:
             input_messages = [{"role": m.type, "content": message_text(m)} for m in request.messages]
+            system = message_text(request.system_message) if request.system_message is not None else None
         return run.recorder.start_chat(
             decision.entry,
             request_model=identity.name,
@@ -288,6 +290,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             input_messages=input_messages,
             monitor_scores=decision.evaluation.scores if decision.evaluation else None,
             hints=run.take_hints(),
+            system_instruction=system,
         )
 
     def _stopped(self, run: AgentRun | None, call: StepCall) -> ModelResult:
@@ -310,7 +313,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             reply = reply_of(response)
             tokens, tool_calls, details = chat_response(reply) if reply is not None else (0, [], None)
-            if details is not None and self._capture and reply is not None:
+            if details is not None and self._wants_content and reply is not None:
                 details.output_messages = [{"role": "assistant", "content": message_text(reply)}]
             call.chat.stop(details)
             entry = call.decision.entry
@@ -355,7 +358,9 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # -- tool calls: the guard reports them as LangChain callbacks (cheaper for the agent than wrap_tool_call) --
 
-    def tool_started(self, graph: uuid.UUID, name: str, call_id: str, arguments: Any) -> _OpenTool | None:
+    def tool_started(
+        self, graph: uuid.UUID, name: str, call_id: str, arguments: Any, description: str = ""
+    ) -> _OpenTool | None:
         """Open the ``execute_tool`` span of a tool in one of our runs, current while the tool runs."""
         try:
             run = self._tracker.run_of(graph)
@@ -366,6 +371,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 name=name,
                 call_id=call_id,
                 arguments=arguments if self._capture else None,
+                description=description,
             )
             return _OpenTool(tool)
         except Exception:

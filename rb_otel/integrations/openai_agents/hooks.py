@@ -113,6 +113,7 @@ class ReasonBlocksRunHooks(RunHooks[Any]):
                 call_id=str(getattr(context, "tool_call_id", "") or ""),
                 arguments=getattr(context, "tool_arguments", None),  # recorded only with content capture on
                 current=False,  # the hook returns before the tool runs: nothing could nest under it
+                description=str(getattr(tool, "description", "") or ""),
             )
         except Exception:
             _log.warning("recording the tool call failed; continuing", exc_info=True)

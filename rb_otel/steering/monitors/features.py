@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from rb_otel.steering.memo import IdentityMemo
-from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, jaccard, names_a_path, tokens
+from rb_otel.steering.text import MAX_TEXT_CHARS, Memo, content_words, jaccard, names_a_path, text_view, tokens
 from rb_otel.types import StepRecord
 
 __all__ = [
@@ -242,7 +242,7 @@ def _compute(record: StepRecord) -> StepFeatures:
     shell = action in SHELL_TOOLS
     command = shell_command(action_input) if shell else action_input  # what the edit test reads
     observation = (record.observation or "")[:MAX_TEXT_CHARS].lower()
-    text = record.thought if len(record.thought) <= MAX_TEXT_CHARS else record.thought[:MAX_TEXT_CHARS]
+    text = text_view(record.thought)  # a long thought's head and tail, as the heuristic scorer reads it
     thought, words = tokens(text)  # usually already tokenised by the scorer
     present = frozenset(words)
     return StepFeatures(

@@ -46,13 +46,16 @@ mutate: $(STAMP)
 	rm -rf mutants
 	$(BIN)/mutmut run; $(BIN)/mutmut results
 
-## bench: steering core, middleware overhead, floors, and rb-otel vs peers in fresh processes (numbers, not assertions)
+## bench: steering core (short and long-reasoning thoughts), middleware overhead (both), floors, and rb-otel vs peers in fresh processes (numbers, not assertions)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_steering.py
 	$(BIN)/python benchmarks/bench_steering.py --scorer pilot --evict-mb 0
 	$(BIN)/python benchmarks/bench_steering.py --scorer pilot --evict-mb 0 --baselines redis
+	for chars in 5000 50000; do for scorer in heuristic pilot; do \
+	  $(BIN)/python benchmarks/bench_steering.py --thought-chars $$chars --scorer $$scorer --evict-mb 0 || exit 1; done; done
 	$(BIN)/python benchmarks/bench_pilot.py
 	$(BIN)/python benchmarks/bench_middleware.py
+	for chars in 5000 50000; do $(BIN)/python benchmarks/bench_middleware.py --reasoning-chars $$chars --passes 3 || exit 1; done
 	$(BIN)/python benchmarks/bench_floors.py
 	$(BIN)/python benchmarks/bench_export.py
 	$(BIN)/python benchmarks/compare.py

@@ -7,7 +7,11 @@ Bare and instrumented runs alternate one run at a time in one process (so slow d
 hit all alike); each pass reports the median of the per-run ratios against the bare run beside it and the
 overhead per model call. Numbers, not assertions.
 
-    python benchmarks/bench_middleware.py [--runs 200] [--passes 5] [--json FILE]
+    python benchmarks/bench_middleware.py [--runs 200] [--passes 5] [--json FILE] [--reasoning-chars N]
+
+``--reasoning-chars N``: the long-reasoning variant: each model turn carries N characters of reasoning (a
+standard ``reasoning`` content block beside its text, as reasoning models answer through LangChain), which the
+step scorer reads with the thought.
 """
 
 from __future__ import annotations
@@ -43,9 +47,28 @@ SCRIPT = [
 MODEL_CALLS = 5
 
 
-def build(integration: str = "middleware") -> tuple[Any, Any, InMemorySpanExporter]:
+def script(reasoning_chars: int = 0) -> list[AIMessage]:
+    """The workload's five answers; with ``reasoning_chars``, each with a reasoning block of that many characters
+    (real agent text from the benchmark corpus, a different mix per turn)."""
+    if reasoning_chars <= 0:
+        return SCRIPT
+    from _thoughts import thoughts
+    from bench_steering import long_thoughts
+
+    reasoning = [t for t, _, _ in long_thoughts(thoughts(), reasoning_chars)]
+    turns = []
+    for i, message in enumerate(SCRIPT):
+        blocks: list[Any] = [
+            {"type": "reasoning", "reasoning": reasoning[i % len(reasoning)]},
+            {"type": "text", "text": message.text},
+        ]
+        turns.append(AIMessage(content=blocks, tool_calls=message.tool_calls))
+    return turns
+
+
+def build(integration: str = "middleware", reasoning_chars: int = 0) -> tuple[Any, Any, InMemorySpanExporter]:
     """The bare agent, the steered one (``integration``: ``middleware`` or ``wrapper``) and the span exporter."""
-    model = ScriptedChatModel(script=SCRIPT)
+    model = ScriptedChatModel(script=script(reasoning_chars))
     bare = create_agent(model, [add], system_prompt="You are a calculator.")
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
@@ -88,9 +111,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--json")
+    parser.add_argument("--reasoning-chars", type=int, default=0, help="long-reasoning variant: N characters a turn")
     args = parser.parse_args()
-    bare, middleware, exporter = build("middleware")
-    _, wrapper, wrapper_exporter = build("wrapper")
+    if args.reasoning_chars:
+        print(f"reasoning: {args.reasoning_chars:,} characters per model turn")
+    bare, middleware, exporter = build("middleware", args.reasoning_chars)
+    _, wrapper, wrapper_exporter = build("wrapper", args.reasoning_chars)
     variants = {"middleware": middleware, "wrapper": wrapper}
     for agent in (bare, middleware, wrapper):
         time_runs(agent, 30)

@@ -8,7 +8,10 @@ slower than in this tight loop; ``--evict-mb`` megabytes are touched before each
 that cost without an agent. Numbers, not assertions.
 
     python benchmarks/bench_steering.py [--rounds 5] [--evict-mb 32] [--scorer heuristic|pilot] [--json FILE]
-                                        [--baselines memory|sqlite|redis|URL]
+                                        [--baselines memory|sqlite|redis|URL] [--thought-chars N]
+
+``--thought-chars N``: the long-reasoning variant: every thought is N characters (a reasoning model's turn: the
+corpus's real thoughts run together, a different mix each step, then the step's own thought at the end).
 
 ``--baselines`` (with the pilot): where the agent's baselines live; every measured run reads its baseline at its
 start and hands its summary to the store at its end, as a live run does. ``sqlite`` is a temporary file,
@@ -45,6 +48,25 @@ def evictor(megabytes: int) -> Callable[[], None]:
         buffer[::64] = ones
 
     return evict
+
+
+def long_thoughts(corpus: list[tuple[str, str, str]], chars: int) -> list[tuple[str, str, str]]:
+    """The corpus with each thought grown to ``chars`` characters of the corpus's own text (``0``: as it is)."""
+    if chars <= 0:
+        return corpus
+    texts = [t for t, _, _ in corpus]
+    grown = []
+    for i, (thought, action, action_input) in enumerate(corpus):
+        parts: list[str] = []
+        size, j = 0, i
+        while size < chars - len(thought):
+            part = texts[j % len(texts)]
+            parts.append(part)
+            size += len(part) + 1
+            j += 3  # a different mix for each thought
+        reasoning = " ".join(parts)[: max(chars - len(thought) - 1, 0)]
+        grown.append((f"{reasoning} {thought}", action, action_input))
+    return grown
 
 
 def run_steps(
@@ -128,6 +150,8 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--scorer", choices=["heuristic", "pilot"], default="heuristic", help="the step scorer")
     parser.add_argument("--baselines", default="memory", help="the pilot's store: memory, sqlite, redis or a URL")
+    parser.add_argument("--thought-chars", type=int, default=0, help="long-reasoning variant: N-character thoughts")
+    parser.add_argument("--lengths", default="10,100,1000,10000", help="run lengths (comma-separated)")
     args = parser.parse_args()
     with baseline_url(args.baselines) as url:
         measure(args, url)
@@ -136,7 +160,9 @@ def main() -> None:
 def measure(args: argparse.Namespace, url: str) -> None:
     from rb_otel.steering.pilot import PilotScorer
 
-    corpus = thoughts()
+    corpus = long_thoughts(thoughts(), args.thought_chars)
+    if args.thought_chars:
+        print(f"thoughts: {args.thought_chars:,} characters each")
     scorer: Any = args.scorer
     if args.scorer == "pilot":
         scorer = PilotScorer(baselines=url)
@@ -145,7 +171,7 @@ def measure(args: argparse.Namespace, url: str) -> None:
         print(f"scorer: {args.scorer}")
     args.scorer = scorer
     run_steps(200, corpus, scorer=args.scorer)  # warm-up: caches, regexes, the store
-    lengths = (10, 100, 1000, 10000)
+    lengths = tuple(int(v) for v in args.lengths.split(","))
     medians: dict[int, list[float]] = {n: [] for n in lengths}
     p90s: dict[int, list[float]] = {n: [] for n in lengths}
     tails: dict[int, list[float]] = {n: [] for n in lengths}

@@ -98,3 +98,20 @@ def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:
         assert set(calls) == {"5", "1"} and calls["5"] > calls["1"] > 1000  # Python calls per run of each workload
         assert len(five) == 3 and len(one) == 2 and all(t > 0 for t in five + one)
         assert set(end) == {"rss_growth_mb"}
+
+
+def test_the_long_reasoning_variants_run(tmp_path: Path) -> None:
+    report = tmp_path / "long.json"
+    out = _run(
+        "bench_steering.py",
+        *("--rounds", "1", "--evict-mb", "0", "--thought-chars", "50000", "--lengths", "10,100"),
+        *("--scorer", "pilot", "--json", str(report)),
+    )
+    assert "thoughts: 50,000 characters each" in out
+    assert set(json.loads(report.read_text())) >= {"10", "100"}
+    middleware = tmp_path / "middleware.json"
+    out = _run(
+        "bench_middleware.py", "--runs", "3", "--passes", "1", "--reasoning-chars", "5000", "--json", str(middleware)
+    )
+    assert "reasoning: 5,000 characters per model turn" in out
+    assert set(json.loads(middleware.read_text())["summary"]) == {"middleware", "wrapper"}

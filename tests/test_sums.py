@@ -123,3 +123,15 @@ def test_real_agent_runs_export_the_same_counters(monkeypatch: pytest.MonkeyPatc
     assert {"rb.steps", "rb.runs", "rb.runs.active", "rb.fsm.transitions", "rb.runs.skip"} <= set(summed)
     steps = summed["rb.steps"][-1]
     assert sum(steps.values()) == 2 + 4 + 7  # every model call of the three runs
+
+
+def test_two_reasonblocks_on_one_meter_provider_add_to_the_same_counters() -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    for rb in (ReasonBlocks(meter_provider=provider), ReasonBlocks(meter_provider=provider, telemetry_enabled=False)):
+        mw = rb.ab_middleware("exp", unit_id="u1", on_fraction=1.0, agent_name="twin")  # telemetry forced on
+        agent = create_agent(ScriptedChatModel(script=calc_script(1)), [add], middleware=[mw])
+        agent.invoke({"messages": [("user", "add")]})
+        rb.flush()
+    runs = _points(reader)["rb.runs"][-1]
+    assert sum(runs.values()) == 2  # the enabled one's run and the disabled one's always-on run

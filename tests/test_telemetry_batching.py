@@ -317,7 +317,7 @@ def test_coalesced_counter_adds_export_what_adding_each_at_once_does(ops: list[t
 def test_equal_waiting_adds_are_one_record() -> None:
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    inst = Instruments(provider.get_meter("t"))
+    inst = Instruments(provider.get_meter("t"), summed=False)  # the SDK's synchronous counters
     batch = Batch(60.0)
     for _ in range(5):
         batch.add(inst.steps, 1, {"rb.fsm_state": "NORMAL"}, None)
@@ -328,4 +328,16 @@ def test_equal_waiting_adds_are_one_record() -> None:
     assert batch.pending == 1
     batch.close()
     assert _exported(reader)[("rb.steps", (("rb.fsm_state", "NORMAL"),))] == 6
+    provider.shutdown()
+
+
+def test_summed_counters_are_added_at_once_not_queued() -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    inst = Instruments(provider.get_meter("t"))
+    batch = Batch(60.0)
+    batch.add(inst.steps, 1, {"rb.fsm_state": "NORMAL"}, None)
+    batch.add(inst.steps, 2, {"rb.fsm_state": "NORMAL"}, None)
+    assert batch.pending == 0
+    assert _exported(reader)[("rb.steps", (("rb.fsm_state", "NORMAL"),))] == 3
     provider.shutdown()

@@ -96,7 +96,7 @@ class Instruments:
 
     def _counter(self, name: str, *, unit: str, description: str, monotonic: bool = True) -> Counter:
         if self._summed:
-            return SummedCounter(self._meter, name, unit=unit, description=description, monotonic=monotonic)
+            return SummedCounter.of(self._meter, name, unit=unit, description=description, monotonic=monotonic)
         if monotonic:
             return self._meter.create_counter(name, unit=unit, description=description)
         return self._meter.create_up_down_counter(name, unit=unit, description=description)

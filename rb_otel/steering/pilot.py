@@ -169,10 +169,8 @@ class PilotRun:
 
     def _overrun(self, name: str, blend: float) -> float:
         """The share of the agent's runs that had ended with less of ``name`` than this run has now, blended
-        with the prior's exponential; 0.5 ("as normal") when neither this run nor the agent reports it."""
+        with the prior's exponential (an unreported context is never asked for: the characters stand in)."""
         value = self._totals[name]
-        if name in MAY_BE_UNKNOWN and value <= 0:
-            return 0.5
         prior = 1.0 - math.exp(-value / self._model.prior[f"mean_{name}"])
         share = self._baseline.share_below(name, value)
         return prior if share is None else blend * share + (1.0 - blend) * prior

@@ -284,6 +284,7 @@ def configure(
             descriptions.append(f"metrics -> {kind if kind != 'file' else metrics_file}")
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     logs_kinds = _choices("OTEL_LOGS_EXPORTER", ("otlp", "console", "none"), "otlp" if has_endpoint else "none")
+    logs_kinds = [kind for kind in logs_kinds if kind != "none"]  # the default without an endpoint is none
     logger_provider = _logger_provider(logs_kinds, resource, timeout_s)
     descriptions.extend(f"logs -> {kind}" for kind in logs_kinds)
     return Providers(

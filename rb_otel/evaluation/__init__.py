@@ -31,6 +31,7 @@ from rb_otel.evaluation.early import (
     stopping,
 )
 from rb_otel.evaluation.metrics import auroc, auroc_interval, calibration_bins
+from rb_otel.importers.detect import input_files
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
 from rb_otel.importers.replay import replay
@@ -279,7 +280,7 @@ def _replay_all(
     results: list[ReplayResult] = []
     problems: list[ImportProblem] = []
     tracer_provider, meter_provider = silent_providers()  # measuring only: nothing is exported
-    for path, in_directory in _files(paths):
+    for path, in_directory in input_files(paths):
         try:
             found = replay(
                 path,
@@ -319,18 +320,6 @@ def _labelled(results: list[ReplayResult], outcomes: Labels | None, paths: Seque
             "mini-swe-agent results_summary.json, or {run_id: true|false}) or labels= in Python"
         )
     return labelled
-
-
-def _files(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
-    """``(file, found in a directory)``: directories expanded to their files in name order, so progress is per
-    file; a path that does not exist is kept, for replay to report."""
-    out: list[tuple[Path, bool]] = []
-    for path in map(Path, paths):
-        if path.is_dir():
-            out += [(p, True) for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
-        else:
-            out.append((path, False))
-    return out
 
 
 def _signals(runs: list[RunOutcome]) -> list[Signal]:

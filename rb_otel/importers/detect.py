@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rb_otel.importers.model import RecordError
 
-__all__ = ["FORMATS", "detect"]
+__all__ = ["FORMATS", "detect", "directory_files", "input_files"]
 
 FORMATS = (
     "steplog",
@@ -92,3 +93,20 @@ def detect(path: Path) -> str:
             str(path), "format", f"cannot tell the format; pass --format with one of {', '.join(FORMATS)}"
         )
     return found
+
+
+def directory_files(directory: Path) -> list[Path]:
+    """The files of ``directory`` in name order, hidden ones (``.name``) left out: the runs a directory holds."""
+    return sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def input_files(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
+    """``(file, found in a directory)`` for command-line inputs: directories expanded by :func:`directory_files`,
+    so progress is per file; a path that does not exist is kept, for the reader to report."""
+    out: list[tuple[Path, bool]] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            out += [(p, True) for p in directory_files(path)]
+        else:
+            out.append((path, False))
+    return out

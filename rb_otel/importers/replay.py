@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rb_otel.importers.detect import FORMATS, detect
+from rb_otel.importers.detect import FORMATS, detect, directory_files
 from rb_otel.importers.formats import (
     agy,
     io_harness,
@@ -97,7 +97,7 @@ def replay(
     """
     source = Path(path)
     if source.is_dir():
-        files = sorted(p for p in source.iterdir() if p.is_file() and not p.name.startswith("."))
+        files = directory_files(source)
     elif source.is_file():
         files = [source]
     else:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rb_otel.importers.detect import FORMATS, detect
+from rb_otel.importers.detect import FORMATS, detect, input_files
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.importers.replay import READERS
@@ -65,7 +65,7 @@ def read_dataset(
         raise RecordError(str(paths[0]) if paths else "", "format", f"unknown format {format!r}; choose {FORMATS}")
     outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
     data = Dataset(runs=[])
-    for path, in_directory in _files(paths):
+    for path, in_directory in input_files(paths):
         try:
             if not path.is_file():
                 raise RecordError(str(path), "file", "no such file or directory")
@@ -109,13 +109,3 @@ def _labelled(run: ImportedRun, labels: Labels | None, data: Dataset) -> Labelle
         prompt_tokens=prompt,
         tokens=tokens,
     )
-
-
-def _files(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
-    out: list[tuple[Path, bool]] = []
-    for path in map(Path, paths):
-        if path.is_dir():
-            out += [(p, True) for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
-        else:
-            out.append((path, False))
-    return out

@@ -1,6 +1,6 @@
 """The ``rb-otel`` command: ``demo``, ``replay`` (imported runs as traces), ``evaluate`` (signals vs outcomes),
-``report`` (a page per run), ``ab-report`` (an experiment's answer) and ``baselines`` (the pilot's shared
-baseline store)."""
+``report`` (a page per run), ``ab-report`` (an experiment's answer); the pilot's ``train`` and ``baselines``
+live in :mod:`rb_otel._cli_pilot`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from rb_otel._cli_output import emit_json, json_option, write
+from rb_otel._cli_pilot import add_baselines, add_train
 
 __all__ = ["main"]
 
@@ -124,7 +127,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             print(line)
     # Written whole or not at all: each output goes to a temporary file renamed into place.
     if args.json is not None:
-        _emit_json(args.json, result.as_dict())
+        emit_json(args.json, result.as_dict())
     if args.html:
         from rb_otel.evaluation.html import render_html
 
@@ -133,7 +136,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        _write(Path(args.html), page)
+        write(Path(args.html), page)
     return 0
 
 
@@ -146,18 +149,8 @@ def _report(args: argparse.Namespace) -> int:
     if not runs:
         print(f"error: no runs (invoke_agent spans) in {', '.join(args.paths)}", file=sys.stderr)
         return 2
-    _write(Path(args.out), render_report(runs))
+    write(Path(args.out), render_report(runs))
     return 0
-
-
-def _write(path: Path, text: str) -> None:
-    import os
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    print(f"wrote {path}")
 
 
 def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
@@ -189,110 +182,8 @@ def _ab_report(args: argparse.Namespace) -> int:
     if args.json is None or args.json != "-":
         print(format_report(result))
     if args.json is not None:
-        _emit_json(args.json, result)
+        emit_json(args.json, result)
     return 0
-
-
-def _train(args: argparse.Namespace) -> int:
-    from rb_otel.importers import RecordError
-    from rb_otel.training import TrainingError, train
-
-    def progress(line: str) -> None:
-        if not args.quiet:
-            print(f"  {line}", file=sys.stderr)
-
-    try:
-        result = train(
-            args.paths,
-            labels=args.labels,
-            out=args.out,
-            max_false_stops=args.max_false_stops,
-            force=args.force,
-            format=args.format,
-            progress=progress,
-        )
-    except (TrainingError, RecordError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json != "-":
-        for line in result.report.table():
-            print(line)
-    if args.json is not None:
-        _emit_json(args.json, {"report": result.report.as_dict(), "written": str(result.written or "")})
-    if result.written is None:
-        print(f"not written: {args.out} (the report above says why; --force writes it anyway)", file=sys.stderr)
-        return 1
-    fsm = result.model.fsm
-    forced = "" if result.report.trusted else " (not trusted: written because of --force)"
-    print(f"wrote {result.written}{forced}: {result.model.version}, SKIP when the risk stays above "
-          f"{fsm['skip_threshold']:.3f} for {int(fsm['skip_window'])} steps", file=sys.stderr)  # fmt: skip
-    return 0
-
-
-def _baselines(args: argparse.Namespace) -> int:
-    from rb_otel.steering.baselines import BaselineStoreError, open_summary_store
-
-    try:
-        store = open_summary_store(args.url)
-    except BaselineStoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if args.forget is not None:
-            if not store.forget(args.forget):
-                print(f"error: {store.url}: no agent {args.forget!r} (rb-otel baselines {args.url} lists them)")
-                return 1
-            print(f"forgot {args.forget} in {store.url}")
-            return 0
-        agents = store.agents()
-    except (OSError, ConnectionError) as exc:
-        print(f"error: {store.url}: the store did not answer ({type(exc).__name__}: {exc})", file=sys.stderr)
-        return 2
-    finally:
-        store.close()
-    if args.json is not None:
-        _emit_json(args.json, {"store": store.url, "agents": [a.as_dict() for a in agents]})
-        return 0
-    for line in _baseline_table(store.url, agents):
-        print(line)
-    return 0
-
-
-def _baseline_table(url: str, agents: Sequence[Any]) -> list[str]:
-    import time
-
-    from rb_otel.steering.baselines import RELATIVE_AFTER
-
-    lines = [f"{url}: {len(agents)} agent(s)"]
-    if not agents:
-        return lines
-    width = max(24, *(len(a.agent) for a in agents))
-    lines.append(f"{'agent':<{width}} {'runs':>7} {'kept':>5}  {'newest run (UTC)':<20}  thresholds")
-    for a in agents:
-        newest = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(a.newest)) if a.newest else "-"
-        own = "its own" if a.relative else f"the model's (needs {RELATIVE_AFTER - a.kept} more runs)"
-        lines.append(f"{a.agent:<{width}} {a.runs:>7} {a.kept:>5}  {newest:<20}  {own}")
-    return lines
-
-
-def _emit_json(where: str, data: Any) -> None:
-    """``--json PATH`` writes the file (whole or not at all); ``--json -`` (or a bare ``--json``) prints it."""
-    import json
-
-    text = json.dumps(data, indent=1)
-    if where == "-":
-        print(text)
-    else:
-        _write(Path(where), text)
-
-
-JSON_HELP = "also write the report as JSON to PATH (- or no PATH: only the JSON, to standard output)"
-
-
-def _json_option(parser: argparse.ArgumentParser) -> None:
-    """``--json PATH`` (a file, written whole or not at all), ``--json -`` or a bare ``--json`` (stdout): one
-    meaning in every command."""
-    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH", help=JSON_HELP)
 
 
 def _add_demo(sub: Any) -> None:
@@ -337,29 +228,10 @@ def _add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     ev.add_argument("--scorer", choices=["heuristic", "pilot"], default="pilot", help="scorer (default: pilot)")
     ev.add_argument("--pilot-model", default=None, metavar="FILE", help="score with this pilot (rb-otel train's)")
     ev.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
-    _json_option(ev)
+    json_option(ev)
     ev.add_argument("--html", default=None, help="write an HTML report with plots (calibration, stopping) here")
     ev.add_argument("--quiet", action="store_true", help="no progress lines")
     ev.set_defaults(func=_evaluate)
-
-
-def _add_train(sub: Any, formats: list[str]) -> None:
-    tr = sub.add_parser("train", help="fit the pilot to your agent's labelled runs; writes a pilot/2 model file")
-    tr.add_argument("paths", nargs="+", help="files or directories of runs (any importer format, or OTLP/JSON)")
-    tr.add_argument("--labels", default=None, help="outcomes file, when the runs do not carry their own")
-    tr.add_argument("--out", default="pilot.json", help="the model file to write (default: pilot.json)")
-    tr.add_argument(
-        "--max-false-stops",
-        type=float,
-        default=0.01,
-        metavar="SHARE",
-        help="SKIP's budget: at most this share of successful runs stopped, out of fold (default 0.01)",
-    )
-    tr.add_argument("--force", action="store_true", help="write the model even when the report does not trust it")
-    tr.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
-    _json_option(tr)
-    tr.add_argument("--quiet", action="store_true", help="no progress lines")
-    tr.set_defaults(func=_train)
 
 
 def _add_reports(sub: Any) -> None:
@@ -373,13 +245,8 @@ def _add_reports(sub: Any) -> None:
     ab.add_argument("--on-fraction", type=float, default=None,
                     help="the assignment's on fraction (default: the one the runs recorded)")  # fmt: skip
     ab.add_argument("--prices", default=None, help="JSON: model -> {input, output, cache_read} USD per 1M tokens")
-    _json_option(ab)
+    json_option(ab)
     ab.set_defaults(func=_ab_report)
-    bl = sub.add_parser("baselines", help="the pilot's per-agent baselines in a store: list them, or forget one")
-    bl.add_argument("url", help="the store: sqlite:///path.db (or a path), redis://host:port/db")
-    _json_option(bl)
-    bl.add_argument("--forget", default=None, metavar="AGENT", help="drop this agent's baseline (its key, as listed)")
-    bl.set_defaults(func=_baselines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -393,8 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     formats = ["auto", *FORMATS]
     _add_demo(sub)
     _add_replay_and_evaluate(sub, formats)
-    _add_train(sub, formats)
+    add_train(sub, formats)
     _add_reports(sub)
+    add_baselines(sub)
     return parser
 
 

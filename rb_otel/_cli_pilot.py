@@ -1,0 +1,123 @@
+"""The pilot's commands: ``train`` (fit it to an agent's labelled runs) and ``baselines`` (a shared store)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rb_otel._cli_output import emit_json, json_option
+
+__all__ = ["add_baselines", "add_train"]
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rb_otel.importers import RecordError
+    from rb_otel.training import TrainingError, train
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            print(f"  {line}", file=sys.stderr)
+
+    try:
+        result = train(
+            args.paths,
+            labels=args.labels,
+            out=args.out,
+            max_false_stops=args.max_false_stops,
+            force=args.force,
+            format=args.format,
+            progress=progress,
+        )
+    except (TrainingError, RecordError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json != "-":
+        for line in result.report.table():
+            print(line)
+    if args.json is not None:
+        emit_json(args.json, {"report": result.report.as_dict(), "written": str(result.written or "")})
+    if result.written is None:
+        print(f"not written: {args.out} (the report above says why; --force writes it anyway)", file=sys.stderr)
+        return 1
+    fsm = result.model.fsm
+    forced = "" if result.report.trusted else " (not trusted: written because of --force)"
+    print(f"wrote {result.written}{forced}: {result.model.version}, SKIP when the risk stays above "
+          f"{fsm['skip_threshold']:.3f} for {int(fsm['skip_window'])} steps", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _baselines(args: argparse.Namespace) -> int:
+    from rb_otel.steering.baselines import BaselineStoreError, open_summary_store
+
+    try:
+        store = open_summary_store(args.url)
+    except BaselineStoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.forget is not None:
+            if not store.forget(args.forget):
+                print(f"error: {store.url}: no agent {args.forget!r} (rb-otel baselines {args.url} lists them)")
+                return 1
+            print(f"forgot {args.forget} in {store.url}")
+            return 0
+        agents = store.agents()
+    except (OSError, ConnectionError) as exc:
+        print(f"error: {store.url}: the store did not answer ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    if args.json is not None:
+        emit_json(args.json, {"store": store.url, "agents": [a.as_dict() for a in agents]})
+        return 0
+    for line in _baseline_table(store.url, agents):
+        print(line)
+    return 0
+
+
+def _baseline_table(url: str, agents: Sequence[Any]) -> list[str]:
+    import time
+
+    from rb_otel.steering.baselines import RELATIVE_AFTER
+
+    lines = [f"{url}: {len(agents)} agent(s)"]
+    if not agents:
+        return lines
+    width = max(24, *(len(a.agent) for a in agents))
+    lines.append(f"{'agent':<{width}} {'runs':>7} {'kept':>5}  {'newest run (UTC)':<20}  thresholds")
+    for a in agents:
+        newest = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(a.newest)) if a.newest else "-"
+        own = "its own" if a.relative else f"the model's (needs {RELATIVE_AFTER - a.kept} more runs)"
+        lines.append(f"{a.agent:<{width}} {a.runs:>7} {a.kept:>5}  {newest:<20}  {own}")
+    return lines
+
+
+def add_train(sub: Any, formats: list[str]) -> None:
+    """The ``train`` subcommand, on the ``add_subparsers`` object ``sub``."""
+    tr = sub.add_parser("train", help="fit the pilot to your agent's labelled runs; writes a pilot/2 model file")
+    tr.add_argument("paths", nargs="+", help="files or directories of runs (any importer format, or OTLP/JSON)")
+    tr.add_argument("--labels", default=None, help="outcomes file, when the runs do not carry their own")
+    tr.add_argument("--out", default="pilot.json", help="the model file to write (default: pilot.json)")
+    tr.add_argument(
+        "--max-false-stops",
+        type=float,
+        default=0.01,
+        metavar="SHARE",
+        help="SKIP's budget: at most this share of successful runs stopped, out of fold (default 0.01)",
+    )
+    tr.add_argument("--force", action="store_true", help="write the model even when the report does not trust it")
+    tr.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
+    json_option(tr)
+    tr.add_argument("--quiet", action="store_true", help="no progress lines")
+    tr.set_defaults(func=_train)
+
+
+def add_baselines(sub: Any) -> None:
+    """The ``baselines`` subcommand, on the ``add_subparsers`` object ``sub``."""
+    bl = sub.add_parser("baselines", help="the pilot's per-agent baselines in a store: list them, or forget one")
+    bl.add_argument("url", help="the store: sqlite:///path.db (or a path), redis://host:port/db")
+    json_option(bl)
+    bl.add_argument("--forget", default=None, metavar="AGENT", help="drop this agent's baseline (its key, as listed)")
+    bl.set_defaults(func=_baselines)

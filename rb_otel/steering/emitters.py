@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 from rb_otel.steering.calls import CallNote, as_observer
 from rb_otel.types import StepLogEntry
 
-__all__ = ["FanOutEmitter", "StepEmitter"]
+__all__ = ["FanOutEmitter", "StepEmitter", "notify"]
 
 _log = logging.getLogger("rb_otel.steering")
 
@@ -39,6 +39,18 @@ class StepEmitter(Protocol):
     def close(self, timeout: float = 5.0) -> None: ...
 
 
+def notify(emitter: object, method: str, *args: Any, **kwargs: Any) -> None:
+    """Call ``emitter.<method>(*args, **kwargs)`` when the emitter has that method (``None`` has none); what it
+    raises is logged and dropped: an emitter never breaks the run it records."""
+    hook = getattr(emitter, method, None)
+    if hook is None:
+        return
+    try:
+        hook(*args, **kwargs)
+    except Exception:
+        _log.warning("emitter %s failed in %s; continuing", type(emitter).__name__, method, exc_info=True)
+
+
 class FanOutEmitter:
     """Sends every event to each emitter in order; one failing emitter never stops the others."""
 
@@ -47,10 +59,7 @@ class FanOutEmitter:
 
     def _each(self, method: str, *args: Any, **kwargs: Any) -> None:
         for emitter in self.emitters:
-            try:
-                getattr(emitter, method)(*args, **kwargs)
-            except Exception:
-                _log.warning("emitter %s failed in %s; continuing", type(emitter).__name__, method, exc_info=True)
+            notify(emitter, method, *args, **kwargs)
 
     def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None:
         self._each("run_start", run_id, metadata)
@@ -62,21 +71,15 @@ class FanOutEmitter:
 
     def run_risk(self, run_id: str, risk: float) -> None:
         """Optional on emitters: the run's risk, reported just before ``run_finish``."""
-        for emitter in self.emitters:
-            if hasattr(emitter, "run_risk"):
-                try:
-                    emitter.run_risk(run_id, risk)
-                except Exception:
-                    _log.warning("emitter %s failed in run_risk; continuing", type(emitter).__name__, exc_info=True)
+        self._each("run_risk", run_id, risk)
 
     def monitor_scores(self, run_id: str, step: int, scores: Mapping[str, float]) -> None:
         """Optional on emitters: a step's monitor scores, reported just before its ``step``."""
-        for emitter in self.emitters:
-            if hasattr(emitter, "monitor_scores"):
-                try:
-                    emitter.monitor_scores(run_id, step, scores)
-                except Exception:
-                    _log.warning("emitter %s failed in monitor_scores", type(emitter).__name__, exc_info=True)
+        self._each("monitor_scores", run_id, step, scores)
+
+    def stopped(self, run_id: str, entry: StepLogEntry) -> None:
+        """Optional on emitters: the step at which the steering layer stopped the run."""
+        self._each("stopped", run_id, entry)
 
     def run_finish(self, run_id: str, outcome: str) -> None:
         self._each("run_finish", run_id, outcome)

@@ -7,7 +7,6 @@ same class, so both produce identical step logs and telemetry.
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections import deque
@@ -16,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from rb_otel.steering.calls import RemoteCallObserver, as_observer
-from rb_otel.steering.emitters import StepEmitter
+from rb_otel.steering.emitters import StepEmitter, notify
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.guidance import FAST_SKIPPED_REASON, GuidancePipeline, render_guidance
 from rb_otel.steering.injections import BaseInjection, StepContext
@@ -41,8 +40,6 @@ __all__ = ["FAST_SKIPPED_REASON", "OUTCOME_STOPPED", "SteeringSession", "StepEmi
 #: The outcome of a run the steering layer stopped (``rb.outcome``; the telemetry contract's value).
 OUTCOME_STOPPED = "stopped"
 _MISSING = object()
-
-_log = logging.getLogger("rb_otel.steering")
 
 
 class SteeringSession:
@@ -121,7 +118,6 @@ class SteeringSession:
         # Decided once here, not on every step or remote call: the optional emitter hooks it has.
         self._emitter = value
         self._observer = as_observer(value)
-        self._report_scores = getattr(value, "monitor_scores", None)
 
     @property
     def state(self) -> FSMState:
@@ -141,7 +137,7 @@ class SteeringSession:
         if self._started:
             return
         self._started = True
-        self._emit("run_start", self.run_id, self.run_metadata)
+        notify(self.emitter, "run_start", self.run_id, self.run_metadata)
 
     def mark_failure(self, *, reason: str = "failure") -> None:
         """Replace the default ``success`` outcome with ``reason`` (must come before ``finish``)."""
@@ -155,12 +151,12 @@ class SteeringSession:
         self._finished = True
         self._report_risk()
         outcome = self._failure_reason if outcome_status == "success" and self._failure_reason else outcome_status
-        self._emit("run_finish", self.run_id, outcome)
+        notify(self.emitter, "run_finish", self.run_id, outcome)
 
     def close(self, *, timeout: float = 5.0) -> None:
         """Drain and stop the emitter; safe to call more than once."""
         if self.emitter is not None:
-            self._emit("close", timeout)
+            notify(self.emitter, "close", timeout)
 
     def __enter__(self) -> SteeringSession:
         self.start()
@@ -321,13 +317,11 @@ class SteeringSession:
             self.state_manager.state.steps[-1].observation = preview(observation, OBSERVATION_CHARS)
         self.step_log.append(entry)
         if self.emitter is not None:
-            try:
-                composite = decision.evaluation.composite if decision.evaluation else None
-                if self._report_scores is not None and decision.evaluation is not None and entry.monitors_fired:
-                    self._report_scores(self.run_id, entry.step, decision.evaluation.scores)
-                self.emitter.step(self.run_id, entry, steering_ms=decision.steering_ms, composite=composite)
-            except Exception:
-                _log.warning("telemetry emitter failed in step; continuing", exc_info=True)
+            evaluation = decision.evaluation
+            if evaluation is not None and entry.monitors_fired:
+                notify(self.emitter, "monitor_scores", self.run_id, entry.step, evaluation.scores)
+            composite = evaluation.composite if evaluation is not None else None
+            notify(self.emitter, "step", self.run_id, entry, steering_ms=decision.steering_ms, composite=composite)
         return entry
 
     def stop(self, decision: StepDecision, *, reason: str = "stopped at SKIP (on_skip='stop')") -> StepLogEntry:
@@ -341,12 +335,7 @@ class SteeringSession:
         entry.model_id = ""
         self.step_log.append(entry)
         self._failure_reason = OUTCOME_STOPPED
-        report = getattr(self.emitter, "stopped", None)
-        if report is not None:
-            try:
-                report(self.run_id, entry)
-            except Exception:
-                _log.warning("telemetry emitter failed in stopped; continuing", exc_info=True)
+        notify(self.emitter, "stopped", self.run_id, entry)
         return entry
 
     def discard_step(self, decision: StepDecision) -> None:
@@ -388,17 +377,5 @@ class SteeringSession:
     def _report_risk(self) -> None:
         risk = self.risk
         self._scoring.finish()
-        report = getattr(self.emitter, "run_risk", None)
-        if report is not None and risk is not None:
-            try:
-                report(self.run_id, risk)
-            except Exception:
-                _log.warning("telemetry emitter failed in run_risk; continuing", exc_info=True)
-
-    def _emit(self, method: str, *args: Any) -> None:
-        if self.emitter is None:
-            return
-        try:
-            getattr(self.emitter, method)(*args)
-        except Exception:
-            _log.warning("telemetry emitter failed in %s; continuing", method, exc_info=True)
+        if risk is not None:
+            notify(self.emitter, "run_risk", self.run_id, risk)

@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from rb_otel._adapters import AdapterMethods
 from rb_otel._arguments import DEFAULT_STEERING_BUDGET_S, check_arguments, resolve_legacy, warn_ignored
-from rb_otel.backends.rb_api import HttpMonitorBackend, HttpPatternStore, RbApiClient, RbApiRunExporter, RemoteConfig
+from rb_otel._scoring_setup import resolve_scoring
+from rb_otel.backends.rb_api import connect
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.baseline_cache import BaselineStore
 from rb_otel.steering.baselines import agent_key
 from rb_otel.steering.emitters import FanOutEmitter
 from rb_otel.steering.etraces.store import PatternStore
-from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import BaseInjection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
-from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
+from rb_otel.steering.pilot import PilotScorer
 from rb_otel.steering.routing import parse_model_routing, routing_ids
-from rb_otel.steering.scorers import HeuristicScorer, Scorer, resolve_scorer, text_scorer_name
+from rb_otel.steering.scorers import Scorer
 from rb_otel.steering.scoring import score_step as _score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
@@ -129,12 +129,15 @@ class ReasonBlocks(AdapterMethods):
         )
         self._api_key = api_key
         self.steering_budget_s = steering_budget_s
-        monitor_backend, pattern_store = self._configure_remote(
-            api_key, base_url, export_runs_to_api and telemetry_enabled, monitor_backend, pattern_store
-        )
+        # rb-api: remote monitors and patterns, failing open to the embedded ones within the step budget.
+        remote = connect(api_key, base_url, export_runs_to_api and telemetry_enabled, monitor_backend, pattern_store)
+        self.client, self.run_exporter, self.base_url = remote.client, remote.run_exporter, remote.base_url
+        monitor_backend, pattern_store = remote.monitor_backend, remote.pattern_store
         self.token_budget = token_budget
         TraceStateManager(token_budget=token_budget)  # validates the budget
-        self._configure_scoring(scorer, fsm_thresholds, baselines, pilot_model)
+        scoring = resolve_scoring(scorer, fsm_thresholds, baselines, pilot_model)
+        self.scorer, self.score_fn, self.scorer_name = scoring.scorer, scoring.score_fn, scoring.scorer_name
+        self.fsm, self._per_run_fsm = scoring.fsm, scoring.per_run_fsm
         self.e_traces_enabled = bool(e_traces_enabled)
         self.telemetry_enabled = bool(telemetry_enabled)
         self.task_profile = task_profile
@@ -154,26 +157,6 @@ class ReasonBlocks(AdapterMethods):
         if isinstance(self.scorer, PilotScorer):
             self.scorer.baselines.add_listener(self.telemetry.instruments.baseline_event)
         self._configure_runs(model_routing)
-
-    def _configure_remote(
-        self,
-        api_key: str | None,
-        base_url: str | None,
-        export_runs: bool,
-        monitor_backend: MonitorBackend | None,
-        pattern_store: PatternStore | None,
-    ) -> tuple[MonitorBackend | None, PatternStore | None]:
-        """rb-api: remote monitors and patterns, failing open to the embedded ones within the step budget."""
-        self.client: RbApiClient | None = None
-        self.run_exporter: RbApiRunExporter | None = None
-        if api_key:
-            self.client = RbApiClient(RemoteConfig(api_key=api_key, base_url=base_url or ""))
-            monitor_backend = monitor_backend or HttpMonitorBackend(self.client)
-            pattern_store = pattern_store or HttpPatternStore(self.client)
-            if export_runs:
-                self.run_exporter = RbApiRunExporter(self.client)
-        self.base_url = self.client.config.base_url if self.client else None
-        return monitor_backend, pattern_store
 
     def _configure_runs(self, model_routing: Mapping[Any, Any] | None) -> None:
         self.model_routing: dict[FSMState, Any] = parse_model_routing(model_routing)
@@ -215,40 +198,6 @@ class ReasonBlocks(AdapterMethods):
         rb._config = config
         steering = [rb.middleware(agent_name=agent_name)] if config.steering else []
         return [*steering, *config.companions()]
-
-    def _configure_scoring(
-        self,
-        scorer: str | Scorer | Callable[..., float] | None,
-        fsm_thresholds: Mapping[str, Any] | None,
-        baselines: str | Path | BaselineStore | None,
-        pilot_model: str | Path | None,
-    ) -> None:
-        # scorer=None/"heuristic" keeps the documented text path (score_fn); any other scorer is resolved once
-        # and shared by every run, so the pilot's per-agent baselines accumulate across runs.
-        if baselines is not None and scorer != "pilot":
-            hint = (
-                "give it to PilotScorer(baselines=...)"
-                if isinstance(scorer, PilotScorer)
-                else "no other scorer has any"
-            )
-            raise ValueError(f"baselines= is where scorer='pilot' keeps its per-agent baselines; {hint}")
-        if pilot_model is not None and scorer != "pilot":
-            raise ValueError(
-                f"pilot_model= is a model for scorer='pilot' (rb-otel train's file), not scorer={scorer!r}"
-            )
-        if scorer == "pilot":
-            self.scorer: Scorer | None = PilotScorer(model=pilot_model, baselines=baselines)
-        else:
-            self.scorer = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
-        text_fn: Callable[[str], float] = _score_step
-        if isinstance(self.scorer, HeuristicScorer):  # a text scorer keeps the documented text path: score_fn
-            text_fn, self.scorer = self.scorer.fn, None
-        preset = pilot_fsm_thresholds(self.scorer.model) if isinstance(self.scorer, PilotScorer) else {}
-        self.fsm = DifficultyFSM(**{**preset, **dict(fsm_thresholds or {})})
-        # With the pilot and no thresholds of the caller's, each run gets the pilot's preset relative to its agent.
-        self._per_run_fsm = isinstance(self.scorer, PilotScorer) and not fsm_thresholds
-        self.score_fn: Callable[[str], float] = text_fn
-        self.scorer_name = self.scorer.name if self.scorer is not None else text_scorer_name(self.score_fn)
 
     def __repr__(self) -> str:
         # Never show the key.

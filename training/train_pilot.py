@@ -41,7 +41,7 @@ from rb_otel.importers.replay import READERS  # noqa: E402
 from rb_otel.steering.fsm import DifficultyFSM  # noqa: E402
 from rb_otel.steering.pilot import (  # noqa: E402
     _HEDGES,
-    FEATURES,
+    FEATURES_V1,
     PILOT_NAME,
     RELATIVE_AFTER,
     BaselineStore,
@@ -50,6 +50,9 @@ from rb_otel.steering.pilot import (  # noqa: E402
     PilotScorer,
 )
 from rb_otel.steering.scorers import ScorerStep  # noqa: E402
+
+# The shipped pilot/1 reads the first ten features; `rb-otel train` fits pilot/2 models on all of them.
+FEATURES = FEATURES_V1
 from rb_otel.types import FSMState  # noqa: E402
 
 SOURCES = {"tau2_grok.tar.xz": "tau2 (customer service, Grok)", "mini_swe_agent_gemini3pro.tar.xz": "SWE (Gemini 3)"}

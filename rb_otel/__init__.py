@@ -41,7 +41,7 @@ _LAZY: dict[str, str] = {
     "TokenSavingMiddleware": "rb_otel.integrations.langchain.token_saving",
     "TokenSavingStats": "rb_otel.integrations.langchain.token_saving",
     "make_anthropic_classifier": "rb_otel.backends.anthropic_classifier",
-    "was_stopped": "rb_otel.integrations.langchain.middleware",
+    "was_stopped": "rb_otel.integrations.langchain.stopping",
     "assign_arm": "rb_otel.ab.assign",
     # the library functions behind the commands
     "configure": "rb_otel.telemetry.setup",
@@ -174,7 +174,7 @@ if TYPE_CHECKING:
     from rb_otel.evaluation import evaluate
     from rb_otel.importers.replay import replay
     from rb_otel.integrations.langchain.general_monitor import GeneralMonitorMiddleware
-    from rb_otel.integrations.langchain.middleware import was_stopped
+    from rb_otel.integrations.langchain.stopping import was_stopped
     from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware, TokenSavingStats
     from rb_otel.reasonblocks import ReasonBlocks
     from rb_otel.report import render_report

@@ -22,7 +22,6 @@ from types import TracebackType
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import TracePolicy, omit_payload
 
@@ -34,9 +33,11 @@ from rb_otel.integrations.langchain._messages import (
     last_turn,
     message_text,
 )
+from rb_otel.integrations.langchain.stopping import ON_SKIP, STOPPED, stop_message, was_stopped
+from rb_otel.integrations.langchain.tool_calls import OpenTool
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.session import SteeringSession
-from rb_otel.telemetry import ChatInvocation, ToolInvocation
+from rb_otel.telemetry import ChatInvocation
 from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, FSMState, RunFields, StepDecision, StepLogEntry
 
@@ -49,12 +50,6 @@ from .runs import AgentRun
 
 __all__ = ["ON_SKIP", "STOPPED", "ReasonBlocksMiddleware", "stop_message", "was_stopped"]
 
-#: What a run that reaches SKIP does: ``"escalate"`` (the default: guidance and the SKIP route of ``model_routing``,
-#: as ever) or ``"stop"`` (the model is not called; the run ends with :func:`stop_message` as its final answer
-#: and ``rb.outcome`` ``stopped``).
-ON_SKIP = ("escalate", "stop")
-#: The ``response_metadata`` key that marks the final message of a run rb-otel stopped.
-STOPPED = "rb_otel_stopped"
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
@@ -360,7 +355,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def tool_started(
         self, graph: uuid.UUID, name: str, call_id: str, arguments: Any, description: str = ""
-    ) -> _OpenTool | None:
+    ) -> OpenTool | None:
         """Open the ``execute_tool`` span of a tool in one of our runs, current while the tool runs."""
         try:
             run = self._tracker.run_of(graph)
@@ -373,29 +368,15 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 arguments=arguments if self._capture else None,
                 description=description,
             )
-            return _OpenTool(tool)
+            return OpenTool(tool)
         except Exception:
             _log.warning("recording the tool call failed; continuing", exc_info=True)
             return None
 
     def tool_ended(self, handle: object, output: Any, error: BaseException | None) -> None:
-        """End the tool's span: the exception it raised (an interrupt is not one) or the error text it returned."""
-        if not isinstance(handle, _OpenTool):
-            return
-        tool = handle.tool
-        try:
-            if isinstance(error, GraphBubbleUp):
-                tool.interrupt()
-            elif error is not None:
-                tool.fail(error)
-            elif isinstance(output, ToolMessage):
-                failed = (message_text(output) or "tool error") if output.status == "error" else None
-                tool.stop(output.content, error=failed)
-            else:
-                tool.stop()
-        except Exception:
-            tool.interrupt()  # ends the span if it is still open (a no-op otherwise)
-            _log.warning("recording the tool call failed; continuing", exc_info=True)
+        """End the tool's span (only ours: the guard passes every tool's handle)."""
+        if isinstance(handle, OpenTool):
+            handle.end(output, error)
 
 
 # LangChain wraps every ``wrap_*`` hook in LangSmith's ``traceable``, which calls ``inspect.signature`` on the hook
@@ -404,29 +385,3 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 for _hook in (ReasonBlocksMiddleware.wrap_model_call, ReasonBlocksMiddleware.awrap_model_call):
     _hook.__signature__ = inspect.signature(_hook)  # type: ignore[union-attr]
 del _hook
-
-
-def stop_message(entry: StepLogEntry) -> AIMessage:
-    """The final answer of a run rb-otel stopped at SKIP: no tool calls (the agent ends), marked with
-    ``response_metadata[STOPPED]`` so the caller can tell it from the model's own (:func:`was_stopped`)."""
-    return AIMessage(
-        content=(
-            f"[rb-otel] This run was stopped at step {entry.step}: its risk of failing stayed high enough to reach "
-            "SKIP, and the steering layer is set to stop such runs (on_skip='stop')."
-        ),
-        response_metadata={STOPPED: True, "rb_step": entry.step, "rb_fsm_state": entry.fsm_state},
-    )
-
-
-def was_stopped(message: object) -> bool:
-    """Whether ``message`` (e.g. ``out["messages"][-1]``) is the final answer of a run rb-otel stopped."""
-    return isinstance(message, AIMessage) and bool(message.response_metadata.get(STOPPED))
-
-
-class _OpenTool:
-    """The handle the guard keeps for a tool in flight (only ours are ended by ``tool_ended``)."""
-
-    __slots__ = ("tool",)
-
-    def __init__(self, tool: ToolInvocation) -> None:
-        self.tool = tool

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from itertools import chain
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from rb_otel.steering.memo import MEMO_MAX_WORD_CHARS, Memo
 
@@ -22,6 +22,7 @@ __all__ = [
 ]
 
 _CONTENT_WORD = re.compile(r"\w{3,}")
+_T = TypeVar("_T")
 #: Monitors read at most this much of one text, so a 10 MB thought costs the same as a long one.
 MAX_TEXT_CHARS = 4000
 #: What the heuristic scorer and the monitors read of a longer thought: its first and last characters, joined by a
@@ -38,16 +39,20 @@ def bounded_view(text: str, head: int, tail: int) -> str:
     return f"{text[:head]}\n{text[len(text) - tail :]}" if tail else text[:head]
 
 
-class _LastView:
-    # The scorer and the monitors read the view of the same thought one after the other: the same string object
-    # back, so the tokens of it are cached too (``tokens`` is keyed by identity). One tuple, replaced atomically.
+class _Last(Generic[_T]):
+    """The result for the most recent input string, keyed by the string's identity, so a hit is exact. Input and
+    result live in ONE tuple: reading or replacing one attribute is atomic under the GIL, reading two would not
+    be (another thread could swap in between)."""
+
     __slots__ = ("entry",)
 
-    def __init__(self) -> None:
-        self.entry: tuple[str | None, str] = (None, "")
+    def __init__(self, empty: _T) -> None:
+        self.entry: tuple[str | None, _T] = (None, empty)
 
 
-_LAST_VIEW = _LastView()
+# The scorer and the monitors read the view of the same thought one after the other: the same string object back,
+# so the tokens of it are cached too (``tokens`` is keyed by identity).
+_LAST_VIEW: _Last[str] = _Last("")
 
 
 def text_view(text: str) -> str:
@@ -103,17 +108,8 @@ class Tokens(NamedTuple):
     words: list[str]
 
 
-class _LastTokens:
-    # The scorer and the monitors read the same thought one after the other: tokenise it once. Keyed by the
-    # identity of the string, so a hit is exact. Text and tokens live in ONE tuple: reading or replacing one
-    # attribute is atomic under the GIL, reading two would not be (another thread could swap in between).
-    __slots__ = ("entry",)
-
-    def __init__(self) -> None:
-        self.entry: tuple[str | None, Tokens] = (None, Tokens("", []))
-
-
-_LAST = _LastTokens()
+# The scorer and the monitors read the same thought one after the other: tokenise it once.
+_LAST: _Last[Tokens] = _Last(Tokens("", []))
 
 
 def _strip_punctuation(token: str) -> str:

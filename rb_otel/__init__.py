@@ -45,6 +45,7 @@ _LAZY: dict[str, str] = {
     "assign_arm": "rb_otel.ab.assign",
     # the library functions behind the commands
     "configure": "rb_otel.telemetry.setup",
+    "handle_sigterm": "rb_otel.process_exit",
     "replay": "rb_otel.importers.replay",
     "evaluate": "rb_otel.evaluation",
     "train": "rb_otel.training",
@@ -135,6 +136,7 @@ __all__ = [
     "build_middleware",
     "configure",
     "evaluate",
+    "handle_sigterm",
     "make_anthropic_classifier",
     "render_report",
     "replay",
@@ -176,6 +178,7 @@ if TYPE_CHECKING:
     from rb_otel.integrations.langchain.general_monitor import GeneralMonitorMiddleware
     from rb_otel.integrations.langchain.stopping import was_stopped
     from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware, TokenSavingStats
+    from rb_otel.process_exit import handle_sigterm
     from rb_otel.reasonblocks import ReasonBlocks
     from rb_otel.report import render_report
     from rb_otel.steering.baselines import agent_key

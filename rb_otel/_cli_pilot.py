@@ -49,30 +49,36 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    from rb_otel.steering.baselines import BaselineStoreError, open_summary_store
+    """List or forget; every message shows the store's URL through ``display_url`` (the password elided), and a
+    store that does not exist is an error, never created."""
+    from rb_otel.steering.baselines import BaselineStoreError, display_url, open_summary_store, scrub
 
+    shown = display_url(args.url)
     try:
-        store = open_summary_store(args.url)
+        store = open_summary_store(args.url, create=False)
     except BaselineStoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         if args.forget is not None:
             if not store.forget(args.forget):
-                print(f"error: {store.url}: no agent {args.forget!r} (rb-otel baselines {args.url} lists them)")
+                print(
+                    f"error: {shown}: no agent {args.forget!r} (rb-otel baselines {shown} lists them)", file=sys.stderr
+                )
                 return 1
-            print(f"forgot {args.forget} in {store.url}")
+            print(f"forgot {args.forget} in {shown}")
             return 0
         agents = store.agents()
-    except (OSError, ConnectionError) as exc:
-        print(f"error: {store.url}: the store did not answer ({type(exc).__name__}: {exc})", file=sys.stderr)
+    except OSError as exc:
+        problem = scrub(f"{type(exc).__name__}: {exc}", args.url)
+        print(f"error: {shown}: the store did not answer ({problem})", file=sys.stderr)
         return 2
     finally:
         store.close()
     if args.json is not None:
-        emit_json(args.json, {"store": store.url, "agents": [a.as_dict() for a in agents]})
+        emit_json(args.json, {"store": shown, "agents": [a.as_dict() for a in agents]})
         return 0
-    for line in _baseline_table(store.url, agents):
+    for line in _baseline_table(shown, agents):
         print(line)
     return 0
 

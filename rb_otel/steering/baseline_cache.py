@@ -10,10 +10,14 @@ With the in-memory store both are a dict operation. With a shared store (SQLite,
   background, and the run uses what is there meanwhile;
 * ``record`` folds the run into the snapshot at once (this process sees its own runs immediately) and queues it
   for a background writer (a bounded queue: when full, the oldest summary is dropped and counted);
-* what is queued is written by :meth:`flush` / :meth:`close` (``ReasonBlocks.close()``) and at normal exit;
-* a store that fails (unreachable, locked, down mid-run) fails open: runs go on with the snapshot (else the
-  prior), one warning per outage, every failure counted (``on_event``), the writer retries with backoff and
-  reconnects by itself; while the store is down no run waits on it.
+* what is queued is written by :meth:`flush` / :meth:`close` (``ReasonBlocks.close()``), at normal exit, when a
+  ``multiprocessing`` / ``ProcessPoolExecutor`` worker exits and on SIGTERM (``rb_otel.process_exit``), all
+  of them together bounded by :data:`~rb_otel.process_exit.EXIT_TIMEOUT_S` (2 s);
+* a store that fails (unreachable, hung, locked, corrupt) fails open: runs go on with the snapshot (else the
+  prior), every failure counted (``on_event``). After one failure the store is *down*: no run start waits on it
+  until the background writer's next read answers (the writer backs off 0.25 s doubling to 5 s, and new runs
+  do not cut its wait short), so an outage costs one run start at most. One warning when it goes down and one
+  when it is back (a store that keeps flapping warns at most once a minute).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
 
+from rb_otel import process_exit
 from rb_otel.steering.baselines import (
     EMPTY_BASELINE,
     MAX_AGENTS,
@@ -37,6 +42,7 @@ from rb_otel.steering.baselines import (
     RunSummary,
     SummaryStore,
     open_summary_store,
+    scrub,
 )
 
 __all__ = ["BASELINES_ENV", "BaselineEvent", "BaselineStore"]
@@ -54,6 +60,7 @@ DROPPED: BaselineEvent = "dropped"
 
 _BATCH = 256  # summaries written per transaction
 _BACKOFF = (0.25, 5.0)  # the writer's first and longest wait after a failure (seconds)
+_WARN_EVERY = 60.0  # a store that flaps (down, back, down) warns of a new outage at most this often (seconds)
 
 
 class BaselineStore:
@@ -86,6 +93,7 @@ class BaselineStore:
             )
         if store is None:
             store = os.environ.get(BASELINES_ENV, "").strip() or None
+        self._given = str(store) if isinstance(store, str | Path) else ""  # what messages are scrubbed of
         if store is None:
             store = MemorySummaryStore(max_agents=max_agents)
         elif not isinstance(store, SummaryStore):
@@ -108,8 +116,12 @@ class BaselineStore:
         self._writing = 0  # summaries taken by the writer, not yet written
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._down_until = 0.0  # monotonic: no read is tried at run start before this
-        self._outage = False
+        self._down = False  # a call failed: run starts do not wait on the store until a background read answers
+        self._retry_at = 0.0  # monotonic: the writer's next try while the store is down
+        self._retry_now = False  # a flush asked for one try before the backoff is over
+        self._warned_down = False  # this outage was warned about (so its end is too)
+        self._last_warning = -_WARN_EVERY
+        self._probe: str | None = None  # the agent the writer reads to learn whether the store answers again
         self._closed = False
         self._worker: threading.Thread | None = None
         self._pid = os.getpid()
@@ -141,10 +153,10 @@ class BaselineStore:
                 if now - found[1] >= self.refresh_s:
                     self._request_refresh(agent)
                 return found[0]
-            down = now < self._down_until
-        if down:
-            with self._lock:
+            down = self._down
+            if down:
                 self._request_refresh(agent)
+        if down:
             return EMPTY_BASELINE
         return self._load_now(agent)
 
@@ -153,6 +165,7 @@ class BaselineStore:
         if self._memory is not None:
             self._memory.append([(agent, summary)])
             return
+        process_exit.watch_process()
         dropped = 0
         with self._lock:
             self._check_fork()
@@ -181,6 +194,7 @@ class BaselineStore:
             self._check_fork()
             if self._queue and (self._worker is None or not self._worker.is_alive()):
                 self._start_worker()
+            self._retry_now = True  # one try now, even in a backoff
             self._wake.notify_all()
             while self._queue or self._writing:
                 left = deadline - time.monotonic()
@@ -205,13 +219,14 @@ class BaselineStore:
         only."""
         if self._closed:
             return
+        deadline = time.monotonic() + timeout
         self.flush(timeout)
         with self._lock:
             self._closed = True
             self._wake.notify_all()
             worker = self._worker
-        if worker is not None:
-            worker.join(timeout=max(timeout, 0.1))
+        if worker is not None:  # one bound for all of it: a write hung on the store is left to its daemon thread
+            worker.join(timeout=max(deadline - time.monotonic(), 0.0))
         _EXIT.discard(self)
         try:
             self.summaries.close()
@@ -253,6 +268,7 @@ class BaselineStore:
         if self._closed:
             return
         self._stale.add(agent)
+        self._probe = agent
         self._start_worker()
         self._wake.notify_all()
 
@@ -275,14 +291,16 @@ class BaselineStore:
         backoff = 0.0
         while True:
             with self._lock:
-                while not self._closed and not self._queue and not self._stale:
-                    self._wake.wait()
+                self._wait_for_work()
                 if self._closed and not self._queue:
                     return
+                self._retry_now = False
                 batch = [self._queue.popleft() for _ in range(min(len(self._queue), _BATCH))]
                 self._writing = len(batch)
                 stale = list(self._stale)
                 self._stale.clear()
+                if self._down and not stale and self._probe is not None:
+                    stale = [self._probe]  # while down, every try reads too: only an answer ends the outage
             written = self._write(batch)
             refreshed = written and self._refresh(stale)
             ok = written and refreshed
@@ -295,20 +313,29 @@ class BaselineStore:
                     self._queue.extendleft(reversed(batch[lost:]))
                 if not refreshed:
                     self._stale.update(stale)
+                if ok:
+                    backoff = 0.0
+                else:
+                    backoff = min(max(backoff * 2, _BACKOFF[0]), _BACKOFF[1])
+                    self._retry_at = time.monotonic() + backoff
                 self._wake.notify_all()
             if lost:
                 self.dropped += lost
                 self._tell(DROPPED, lost)
-            if ok:
-                backoff = 0.0
+            if not ok and self._closed:
+                return  # closing while the store is down: flush() has reported what is left
+
+    def _wait_for_work(self) -> None:
+        """Until there is something to write or read and the backoff is over (a flush cuts it short once; new
+        runs do not). Lock held."""
+        while not self._closed:
+            if not (self._queue or self._stale):
+                self._wake.wait()
                 continue
-            backoff = min(max(backoff * 2, _BACKOFF[0]), _BACKOFF[1])
-            with self._lock:
-                self._down_until = time.monotonic() + backoff
-                if not self._closed:
-                    self._wake.wait(backoff)
-                elif self._queue:
-                    return  # closing while the store is down: flush() has reported what is left
+            left = self._retry_at - time.monotonic()
+            if left <= 0 or self._retry_now:
+                return
+            self._wake.wait(left)
 
     def _write(self, batch: list[tuple[str, RunSummary]]) -> bool:
         if not batch:
@@ -318,7 +345,6 @@ class BaselineStore:
         except Exception as exc:
             self._failed(WRITE_ERROR, exc)
             return False
-        self._recovered()
         return True
 
     def _refresh(self, agents: list[str]) -> bool:
@@ -335,27 +361,33 @@ class BaselineStore:
         return True
 
     def _failed(self, kind: BaselineEvent, exc: BaseException) -> None:
+        now = time.monotonic()
         with self._lock:
-            first = not self._outage
-            self._outage = True
-            self._down_until = max(self._down_until, time.monotonic() + _BACKOFF[0])
+            warn = not self._down and now - self._last_warning >= _WARN_EVERY
+            self._down = True
+            self._retry_at = max(self._retry_at, now + _BACKOFF[0])
+            if warn:
+                self._warned_down = True
+                self._last_warning = now
         self.errors += 1
-        if first:
+        if warn:
             _log.warning(
                 "baselines %s: the store failed (%s: %s); runs go on with the baselines this process has, "
                 "and the store is retried in the background",
                 self.url,
                 type(exc).__name__,
-                exc,
+                scrub(str(exc), self._given),
             )
         self._tell(kind, 1)
 
     def _recovered(self) -> None:
+        """A read answered in the background: the outage is over (a write alone does not end it: a corrupt
+        store may take writes and fail every read)."""
         with self._lock:
-            was = self._outage
-            self._outage = False
-            self._down_until = 0.0
-        if was:
+            was, warned = self._down, self._warned_down
+            self._down = self._warned_down = False
+            self._retry_at = 0.0
+        if was and warned:
             _log.warning("baselines %s: the store answers again", self.url)
 
     def _tell(self, kind: BaselineEvent, count: int) -> None:
@@ -367,7 +399,8 @@ class BaselineStore:
 
 
 class _ExitFlush:
-    """Flushes every shared store still open when the interpreter exits normally (bounded, 2 s each)."""
+    """Writes what every shared store still open has queued when the process goes (a normal exit, a worker's
+    exit, SIGTERM: ``rb_otel.process_exit``), all stores within one bound."""
 
     def __init__(self) -> None:
         self._stores: weakref.WeakSet[BaselineStore] = weakref.WeakSet()
@@ -378,17 +411,22 @@ class _ExitFlush:
         with self._lock:
             self._stores.add(store)
             if not self._registered:
-                atexit.register(self._flush_all)
+                atexit.register(self.flush_all)
+                process_exit.on_exit(self._on_the_way_out)
                 self._registered = True
 
     def discard(self, store: BaselineStore) -> None:
         with self._lock:
             self._stores.discard(store)
 
-    def _flush_all(self) -> None:
+    def _on_the_way_out(self, timeout: float, terminating: bool) -> None:
+        self.flush_all(timeout)
+
+    def flush_all(self, timeout: float = process_exit.EXIT_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
         for store in list(self._stores):
             try:
-                store.close(timeout=2.0)
+                store.close(timeout=max(deadline - time.monotonic(), 0.0))
             except Exception:
                 _log.debug("baselines: flush at exit failed", exc_info=True)
 

@@ -14,6 +14,7 @@ which keeps it off the step's path.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import re
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 __all__ = [
     "COLUMNS",
@@ -46,9 +47,12 @@ __all__ = [
     "StoreUnavailable",
     "SummaryStore",
     "agent_key",
+    "display_url",
     "elide_password",
     "normalise_model",
     "open_summary_store",
+    "password_of",
+    "scrub",
     "summary_now",
 ]
 
@@ -83,20 +87,27 @@ class RunSummary:
 
     ``values`` holds at least :data:`COLUMNS` and :data:`RATES`; a store keeps every name it is given, so a later
     pilot can read more of them. ``finished_at`` is the wall-clock time the run ended (seconds since the epoch).
+    ``run_id`` names the finished run (unique per run): a store records a summary with an id at most once, so a
+    write that is retried after a timeout (and had in fact been applied) cannot count the run twice; ``""`` (a
+    summary of an older release) is never deduplicated.
     """
 
     finished_at: float
     values: Mapping[str, float]
+    run_id: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"t": self.finished_at, "v": dict(self.values)}
+        data: dict[str, Any] = {"t": self.finished_at, "v": dict(self.values)}
+        if self.run_id:
+            data["id"] = self.run_id
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunSummary:
         """The inverse of :meth:`as_dict`; ``ValueError`` for anything else."""
         try:
             values = {str(k): float(v) for k, v in data["v"].items()}
-            return cls(float(data["t"]), values)
+            return cls(float(data["t"]), values, str(data.get("id") or ""))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"not a run summary ({exc})") from None
 
@@ -335,33 +346,74 @@ def agent_key(agent_name: str, model: str = "") -> str:
 # -- opening a store from a URL ------------------------------------------------------------------------------
 
 
-def elide_password(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages; keys never reach a log)."""
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+
+
+def display_url(url: str | Path) -> str:
+    """``url`` as every message, log line and command output shows it: the password replaced by ``***``.
+
+    Whatever characters the password holds (an unencoded ``#``, ``/``, ``?`` or ``@`` included): the credentials
+    are everything between ``scheme://`` and the last ``@`` of the URL, and what follows their first ``:`` is
+    elided. A URL whose host or port cannot be parsed is shown with everything after the scheme elided
+    (``redis://***``). A plain path is shown as it is."""
+    text = str(url)
+    match = _SCHEME.match(text)
+    if match is None:
+        return text
+    scheme, rest = text[: match.end()], text[match.end() :]
+    user, at, host = rest.rpartition("@")
+    if at and ":" in user:
+        rest = f"{user.split(':', 1)[0]}:***@{host}"
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(scheme + (host if at else rest))
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
     except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        return f"{scheme}***"
+    return scheme + rest
+
+
+def elide_password(url: str) -> str:
+    """The previous name of :func:`display_url` (kept: the same function)."""
+    return display_url(url)
+
+
+def password_of(url: str | Path) -> str:
+    """The password a URL holds, as written (``""`` when none): what :func:`scrub` removes from messages."""
+    match = _SCHEME.match(str(url))
+    if match is None:
+        return ""
+    user, at, _host = str(url)[match.end() :].rpartition("@")
+    return user.split(":", 1)[1] if at and ":" in user else ""
+
+
+def scrub(text: str, url: str | Path) -> str:
+    """``text`` (a message from a client library, which may quote what it was given) with the password of
+    ``url`` removed, as written and percent-decoded."""
+    secret = password_of(url)
+    if not secret:
+        return text
+    for form in {secret, unquote(secret)}:
+        if form:
+            text = text.replace(form, "***")
+    return text
 
 
 def _scheme(url: str) -> str:
     """The URL's scheme; ``"sqlite"`` for a plain path (Windows drive letters included)."""
-    match = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*)://", url)
+    match = _SCHEME.match(url)
     return match.group(1).lower() if match else "sqlite"
 
 
-def open_summary_store(url: str | Path, *, max_agents: int = MAX_AGENTS) -> SummaryStore:
+def open_summary_store(url: str | Path, *, max_agents: int = MAX_AGENTS, create: bool = True) -> SummaryStore:
     """The store ``url`` names: ``memory://``, ``sqlite:///path/baselines.db`` (or a plain path),
     ``redis://[:password@]host:port/db``, or any scheme a package registers under the
-    ``rb_otel.baseline_stores`` entry points. Raises :class:`BaselineStoreError` naming the URL and the problem
-    (an unknown scheme, a file that is not a baseline store, credentials the server refused). An opener is
-    called as ``opener(url, max_agents=...)``."""
+    ``rb_otel.baseline_stores`` entry points. Raises :class:`BaselineStoreError` naming the URL (password
+    elided, :func:`display_url`) and the problem (an unknown scheme, a file that is not a baseline store,
+    credentials the server refused, a port that is not a number). An opener is called as
+    ``opener(url, max_agents=...)``, and with ``create=False`` too when it accepts it: ``create=False`` (listing,
+    forgetting) never makes a store that is not there, it raises."""
     text = str(url)
+    shown = display_url(text)
     scheme = _scheme(text)
     if scheme == "memory":
         return MemorySummaryStore(max_agents=max_agents)
@@ -370,14 +422,20 @@ def open_summary_store(url: str | Path, *, max_agents: int = MAX_AGENTS) -> Summ
     if opener is None:
         known = ", ".join(["memory://", *(f"{name}://" for name in sorted(openers))])
         raise BaselineStoreError(
-            f"{elide_password(text)}: unknown baseline store scheme {scheme!r}; use one of {known} or a file path"
+            f"{shown}: unknown baseline store scheme {scheme!r}; use one of {known} or a file path"
         )
     try:
-        store: SummaryStore = opener.load()(text, max_agents=max_agents)
-    except BaselineStoreError:
-        raise
+        function = opener.load()
+        options: dict[str, Any] = {"max_agents": max_agents}
+        if not create and "create" in inspect.signature(function).parameters:
+            options["create"] = False
+        store: SummaryStore = function(text, **options)
+    except BaselineStoreError as exc:
+        raise BaselineStoreError(scrub(str(exc), text)) from None
     except ImportError as exc:
-        raise BaselineStoreError(f"{elide_password(text)}: {exc}") from None
+        raise BaselineStoreError(f"{shown}: {scrub(str(exc), text)}") from None
+    except (ValueError, TypeError, OSError) as exc:  # an opener's own parsing: one line, never a traceback
+        raise BaselineStoreError(f"{shown}: {scrub(str(exc), text)}") from None
     return store
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 import time
+import uuid
 from collections import deque
 from itertools import islice
 from pathlib import Path
@@ -255,7 +256,7 @@ class PilotRun:
         }
         if totals["context"] > 0:
             values["log_tps"] = math.log1p(totals["context"] / t)
-        self._store.record(self._agent, RunSummary(time.time(), values))
+        self._store.record(self._agent, RunSummary(time.time(), values, uuid.uuid4().hex))
 
     def fsm_thresholds(self) -> dict[str, float | int]:
         """This run's FSM preset: the model's, with SLOW and SKIP made relative to the agent once it has

@@ -3,8 +3,14 @@
 Recording a measurement or ending a span through the SDK costs several times more when its code is cold, and
 inside an agent it always is by the time the next step comes: LangGraph's work between two model calls evicts it
 from the CPU caches. So while a run steps faster than ``window`` seconds, that work waits in a queue and is done
-in one go, in order: at the run's first step after the window, when the run ends, or on an explicit flush. A run
-whose model calls take longer than the window (any run against a real model) does it at once.
+in one go, in order: at the run's first step after the window, when the run ends, on an explicit flush, or by the
+process's flusher thread once it has waited a window (a run that goes quiet, waiting on a model or a tool, still
+hands over what ended). A run whose model calls take longer than the window (any run against a real model) does
+it at once.
+
+The bound: a span that ended reaches the span processors within :data:`HANDOVER_BOUND_MS` (two windows), so a
+``SimpleSpanProcessor`` has exported it by then, and a SIGTERM, ``os._exit`` or crash after that loses only the
+spans still open (and what a ``BatchSpanProcessor`` itself still holds).
 
 Nothing changes in what is exported: spans end with the timestamp of the moment they finished, measurements keep
 their own span context (so exemplars point at the right span), and the ``BatchSpanProcessor`` and periodic
@@ -18,8 +24,10 @@ first add's). A 5-call run makes 10 counter adds over 4-6 label sets: 4 fewer SD
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
@@ -31,10 +39,13 @@ from opentelemetry.trace import Span
 from rb_otel.telemetry.attributes import Attributes
 from rb_otel.telemetry.sums import SummedCounter
 
-__all__ = ["DEFAULT_BATCH_WINDOW", "MAX_PENDING", "Batch"]
+__all__ = ["DEFAULT_BATCH_WINDOW", "HANDOVER_BOUND_MS", "MAX_PENDING", "Batch"]
 
 #: Seconds a quickly stepping run may hold its finished work before doing it.
-DEFAULT_BATCH_WINDOW = 1.0
+DEFAULT_BATCH_WINDOW = 0.1
+#: The longest an ended span waits in a batch with the default window (milliseconds): the window, and at most
+#: one more while the flusher thread comes round.
+HANDOVER_BOUND_MS = int(2 * DEFAULT_BATCH_WINDOW * 1000)
 #: Items a run holds at most: a long fast run (a replayed trajectory) flushes this often too, so one burst of
 #: span ends never overflows a ``BatchSpanProcessor`` queue (2,048 by default) and a run's queue stays small.
 MAX_PENDING = 256
@@ -104,7 +115,7 @@ class Batch:
     is done exactly once whichever thread flushes.
     """
 
-    __slots__ = ("_last_flush", "_queue", "_sums", "_sums_lock", "window")
+    __slots__ = ("__weakref__", "_last_flush", "_queue", "_sums", "_sums_lock", "window")
 
     def __init__(self, window: float = DEFAULT_BATCH_WINDOW) -> None:
         self.window = window
@@ -156,9 +167,12 @@ class Batch:
         self._queue.append(_SpanEnd(span, attributes, end_time_ns))
 
     def settle(self) -> None:
-        """After queueing: do the queue now unless this run did it within the window and it is short."""
+        """After queueing: do the queue now unless this run did it within the window and it is short; what waits
+        is done by the flusher thread if the run goes quiet for a window."""
         if len(self._queue) >= MAX_PENDING or time.monotonic() - self._last_flush >= self.window:
             self.flush()
+        elif self._queue:
+            _FLUSHER.watch(self)
 
     def flush(self) -> None:
         """Do every queued item, oldest first; one that raises is logged and dropped, the others are still done
@@ -179,3 +193,48 @@ class Batch:
         """The run ended: do the queue, and anything queued from now on at once."""
         self.window = 0.0
         self.flush()
+
+
+class _Flusher:
+    """One daemon thread per process that does the queue of every batch left waiting a full window (a run that
+    went quiet between two steps). It sleeps while no batch waits; a forked child starts its own."""
+
+    def __init__(self) -> None:
+        self._waiting: weakref.WeakSet[Batch] = weakref.WeakSet()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def watch(self, batch: Batch) -> None:
+        with self._wake:
+            self._waiting.add(batch)
+            if self._thread is None or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="rb-otel-batch-flush", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._waiting:
+                    self._wake.wait()
+                batches = list(self._waiting)
+            window = min((b.window for b in batches), default=DEFAULT_BATCH_WINDOW) or DEFAULT_BATCH_WINDOW
+            time.sleep(window)
+            now = time.monotonic()
+            for batch in batches:
+                if now - batch._last_flush >= batch.window or not batch.pending:
+                    with self._wake:
+                        self._waiting.discard(batch)
+                    if batch.pending:
+                        batch.flush()
+
+    def _forget_in_child(self) -> None:
+        self._wake = threading.Condition()
+        self._waiting = weakref.WeakSet()
+        self._thread = None
+
+
+_FLUSHER = _Flusher()
+os.register_at_fork(after_in_child=_FLUSHER._forget_in_child)

@@ -16,6 +16,7 @@ from opentelemetry import _logs as logs
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 
+from rb_otel import process_exit
 from rb_otel._version import __version__
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
 from rb_otel.telemetry.content import ContentPolicy, resolve_capture_mode
@@ -49,6 +50,22 @@ _FLUSH_DESCRIPTION = "Never reports a value: flushes rb-otel's batched measureme
 
 _BATCHING: weakref.WeakSet[Telemetry] = weakref.WeakSet()
 _BATCHING_LOCK = threading.Lock()
+_ALL: weakref.WeakSet[Telemetry] = weakref.WeakSet()  # every hub, for the way out (process_exit)
+
+#: The outcome of a run still in flight when the process got SIGTERM (``rb.outcome`` ``failure``,
+#: ``error.type`` ``SIGTERM``).
+OUTCOME_TERMINATED = "failure: SIGTERM"
+
+
+def _on_the_way_out(timeout: float, terminating: bool) -> None:
+    """``process_exit`` callback: on SIGTERM end the runs in flight as failures; then do every run's batched work
+    and force-flush the providers (a worker's ``os._exit`` skips the SDK's own ``atexit`` shutdown)."""
+    with _BATCHING_LOCK:
+        hubs = list(_ALL)
+    for hub in hubs:
+        if terminating:
+            hub.end_runs_in_flight(OUTCOME_TERMINATED)
+        hub.flush_providers(timeout)
 
 
 def _flush_at_exit() -> None:
@@ -160,6 +177,8 @@ class Telemetry:
         self._recorders: weakref.WeakSet[RunRecorder] = weakref.WeakSet()  # for flush(); never keeps one alive
         self._lock = threading.Lock()
         self._providers_seen: set[int] = set()
+        with _BATCHING_LOCK:
+            _ALL.add(self)
         if self.batch_window:
             self._watch_exit()
             # A collection (a periodic export, a Prometheus scrape, force_flush) first runs the callbacks of
@@ -198,11 +217,23 @@ class Telemetry:
             events=self.events,
             uploads=self.uploads,
         )
+        with self._lock:
+            self._recorders.add(recorder)
         if self.batch_window:
-            with self._lock:
-                self._recorders.add(recorder)
             self._watch_provider()
+        process_exit.watch_process()
         return recorder
+
+    def end_runs_in_flight(self, outcome: str) -> int:
+        """End every run of this telemetry that has not finished, with ``outcome`` (its child spans still open
+        end with it); how many there were. The process is going away (SIGTERM)."""
+        with self._lock:
+            recorders = [r for r in self._recorders if r.started and not r.finished]
+        for recorder in recorders:
+            recorder.run_finish(recorder.info.run_id, outcome)
+        if self._always_on is not None and self._always_on is not self:
+            return len(recorders) + self._always_on.end_runs_in_flight(outcome)
+        return len(recorders)
 
     def _watch_provider(self) -> None:
         """Meet the tracer provider runs record to (the given one, else the global one now): register the span
@@ -312,3 +343,6 @@ class Telemetry:
             recorders = list(self._recorders)
         for recorder in recorders:
             recorder.flush()
+
+
+process_exit.on_exit(_on_the_way_out)

@@ -101,6 +101,11 @@ class RunRecorder:
         return self._finished
 
     @property
+    def started(self) -> bool:
+        """The run span is open or was (``run_start`` happened)."""
+        return self._span is not None
+
+    @property
     def context(self) -> otel_context.Context:
         """The context child spans are parented to (the run span's; opened on first use)."""
         if self._ctx is None:

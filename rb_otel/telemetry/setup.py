@@ -32,6 +32,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
+from rb_otel import process_exit
 from rb_otel.telemetry.export import CountingSpanExporter
 from rb_otel.telemetry.otlp_json import OtlpJsonMetricExporter, OtlpJsonSpanExporter
 
@@ -225,6 +226,7 @@ def configure(
     metric_interval_ms: int = 5000,
     fresh_files: bool = False,
     export_timeout_s: float | None = None,
+    handle_sigterm: bool = True,
 ) -> Providers:
     """Build SDK providers from the environment; they are returned, not installed globally, and not shut down at
     exit: call :meth:`Providers.shutdown` when done (it flushes).
@@ -233,6 +235,11 @@ def configure(
     ``fresh_files`` empties the trace and metric files first (the CLI's commands each write a new set; the
     exporters themselves append, as the Collector's ``file`` exporter does). ``export_timeout_s`` bounds each OTLP
     export: the argument, else ``OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds), else :data:`DEFAULT_EXPORT_TIMEOUT_S`.
+
+    ``handle_sigterm`` (default on, from the main thread): a SIGTERM ends the runs in flight with an error status,
+    exports what ended and writes queued baselines (bounded, ``rb_otel.process_exit``), then runs the handler
+    that was installed before (the default ends the process). Off for an application that manages signals
+    itself: it can call ``rb_otel.handle_sigterm()`` where it suits it, or flush in its own handler.
     """
     timeout_s = _export_timeout(export_timeout_s)
     timeout_ms = int(timeout_s * 1000)
@@ -287,6 +294,8 @@ def configure(
     logs_kinds = [kind for kind in logs_kinds if kind != "none"]  # the default without an endpoint is none
     logger_provider = _logger_provider(logs_kinds, resource, timeout_s)
     descriptions.extend(f"logs -> {kind}" for kind in logs_kinds)
+    if handle_sigterm:
+        process_exit.handle_sigterm()
     return Providers(
         tracer_provider, meter_provider, descriptions, served_port, counting, target, logger_provider=logger_provider
     )

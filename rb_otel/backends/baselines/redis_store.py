@@ -1,10 +1,15 @@
 """The Redis baseline store: workers on several machines share one Redis (the ``[redis]`` extra).
 
 Per agent, a list of run summaries (``RPUSH`` then ``LTRIM`` to the newest
-:data:`~rb_otel.steering.baselines.MAX_RUNS`, in one ``MULTI`` transaction with the run count and the agent
-index), so writers on any number of machines only ever append; the agent index is a sorted set scored by the
-newest run's time, beyond :data:`~rb_otel.steering.baselines.MAX_AGENTS` the least recently recorded agents are
-dropped. Keys live under a prefix (``rb-otel:baselines:``; ``?prefix=`` in the URL changes it).
+:data:`~rb_otel.steering.baselines.MAX_RUNS`, with the run count and the agent index), so writers on any number
+of machines only ever append; the agent index is a sorted set scored by the newest run's time, beyond
+:data:`~rb_otel.steering.baselines.MAX_AGENTS` the least recently recorded agents are dropped. Keys live under a
+prefix (``rb-otel:baselines:``; ``?prefix=`` in the URL changes it).
+
+A run is recorded once: one Lua script per agent checks each summary's run id against the agent's recent ids (a
+sorted set) and appends only the new ones, in one atomic step, so a write that timed out but was applied (a
+paused Redis that resumes) and is then retried adds nothing. A stored row that is not a run summary, or a run
+count that is not a number, is skipped with one warning naming the agent.
 
 URL: ``redis://[[user]:password@]host[:port][/db][?prefix=...]``, ``rediss://`` for TLS. A Redis that refuses the
 credentials, or holds baselines of another format under the prefix, is an error at construction; one that does
@@ -15,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import ssl
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -29,7 +36,8 @@ from rb_otel.steering.baselines import (
     BaselineStoreError,
     RunSummary,
     StoreUnavailable,
-    elide_password,
+    display_url,
+    scrub,
 )
 
 try:
@@ -44,6 +52,36 @@ __all__ = ["FORMAT", "RedisSummaryStore", "open_store"]
 FORMAT = "rb-otel baselines/2"
 _DEFAULT_PREFIX = "rb-otel:baselines:"
 _WRITE_TIMEOUT = 5.0
+#: Recent run ids kept per agent to recognise a retried write (far more than a retry can lag behind).
+_IDS_KEPT = 4 * MAX_RUNS
+
+_log = logging.getLogger("rb_otel.baselines")
+
+#: KEYS: runs list, ids sorted set, counts hash, newest hash, agents sorted set, format key.
+#: ARGV: agent, max runs, format, ids kept, then (run id, summary JSON, finished-at) per summary.
+#: Appends the summaries whose id the agent has not seen (an empty id always); returns how many it appended.
+_APPEND_ONCE = """
+local added, newest, newest_text = 0, nil, nil
+for i = 5, #ARGV, 3 do
+  local fresh = 1
+  if ARGV[i] ~= '' then fresh = redis.call('ZADD', KEYS[2], 'NX', ARGV[i + 2], ARGV[i]) end
+  if fresh == 1 then
+    redis.call('RPUSH', KEYS[1], ARGV[i + 1])
+    added = added + 1
+    local t = tonumber(ARGV[i + 2])
+    if newest == nil or t > newest then newest, newest_text = t, ARGV[i + 2] end
+  end
+end
+redis.call('SET', KEYS[6], ARGV[3])
+if added > 0 then
+  redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -tonumber(ARGV[4]) - 1)
+  redis.call('HINCRBY', KEYS[3], ARGV[1], added)
+  redis.call('HSET', KEYS[4], ARGV[1], newest_text)
+  redis.call('ZADD', KEYS[5], newest, ARGV[1])
+end
+return added
+"""
 
 
 def open_store(url: str, *, max_agents: int = MAX_AGENTS) -> RedisSummaryStore:
@@ -55,17 +93,25 @@ class RedisSummaryStore:
     """A :class:`~rb_otel.steering.baselines.SummaryStore` in Redis (see the module docstring)."""
 
     def __init__(self, url: str, *, max_agents: int = MAX_AGENTS, connect_timeout: float = 0.2) -> None:
-        self.url = elide_password(url)
+        self.url = display_url(url)
         self.max_agents = max_agents
+        self._secret_url = url  # what messages are scrubbed of
+        try:
+            port = urlsplit(url).port
+        except ValueError:
+            raise BaselineStoreError(f"{self.url}: the port is not a number between 0 and 65535") from None
+        if port == 0:
+            raise BaselineStoreError(f"{self.url}: the port is not a number between 1 and 65535")
         self._raw_url, query = _split_query(url)
         self.prefix = (query.get("prefix") or [_DEFAULT_PREFIX])[0]
         self._connect_timeout = connect_timeout
         self._clients: dict[float, redis.Redis] = {}
         self._lock = threading.Lock()
+        self._warned: set[str] = set()
         try:
-            self._client(_WRITE_TIMEOUT)
+            self._append_once = self._client(_WRITE_TIMEOUT).register_script(_APPEND_ONCE)
         except ValueError as exc:  # redis-py's own URL parsing
-            raise BaselineStoreError(f"{self.url}: not a Redis URL ({exc})") from None
+            raise BaselineStoreError(f"{self.url}: not a Redis URL ({scrub(str(exc), url)})") from None
         self._check_server()
 
     # -- SummaryStore ----------------------------------------------------------------------------------
@@ -82,16 +128,14 @@ class RedisSummaryStore:
 
     def _append(self, by_agent: dict[str, list[RunSummary]]) -> None:
         client = self._client(_WRITE_TIMEOUT)
-        pipe = client.pipeline(transaction=True)
-        pipe.set(self._key("format"), FORMAT)
+        pipe = client.pipeline(transaction=False)
+        shared = [self._key("counts"), self._key("newest"), self._key("agents"), self._key("format")]
         for agent, summaries in by_agent.items():
-            runs_key = self._runs_key(agent)
-            pipe.rpush(runs_key, *(json.dumps(s.as_dict(), separators=(",", ":")) for s in summaries))
-            pipe.ltrim(runs_key, -MAX_RUNS, -1)
-            pipe.hincrby(self._key("counts"), agent, len(summaries))
-            newest = max(s.finished_at for s in summaries)
-            pipe.hset(self._key("newest"), agent, repr(newest))
-            pipe.zadd(self._key("agents"), {agent: newest})
+            args: list[str | int] = [agent, MAX_RUNS, FORMAT, _IDS_KEPT]
+            for summary in summaries:
+                row = json.dumps(summary.as_dict(), separators=(",", ":"))
+                args += [summary.run_id, row, repr(summary.finished_at)]
+            self._append_once(keys=[self._runs_key(agent), self._ids_key(agent), *shared], args=args, client=pipe)
         pipe.zcard(self._key("agents"))
         replies = pipe.execute()
         if int(replies[-1]) > self.max_agents:
@@ -106,7 +150,31 @@ class RedisSummaryStore:
             count, rows = pipe.execute()
         if count is None:
             return AgentRuns(0, ())
-        return AgentRuns(int(count), tuple(RunSummary.from_dict(json.loads(r)) for r in rows))
+        summaries = self._summaries(agent, rows)
+        return AgentRuns(self._count(agent, count, len(summaries)), summaries)
+
+    def _summaries(self, agent: str, rows: list[Any]) -> tuple[RunSummary, ...]:
+        out, bad = [], 0
+        for raw in rows:
+            try:
+                out.append(RunSummary.from_dict(json.loads(raw)))
+            except (TypeError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                bad += 1
+        if bad:
+            self._warn_once(agent, f"{bad} stored run(s) of agent {agent!r} are not run summaries; skipped")
+        return tuple(out)
+
+    def _count(self, agent: str, raw: Any, fallback: int) -> int:
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            self._warn_once(agent, f"the run count of agent {agent!r} is not a number ({_text(raw)[:40]!r}); skipped")
+            return fallback
+
+    def _warn_once(self, agent: str, message: str) -> None:
+        if agent not in self._warned:
+            self._warned.add(agent)
+            _log.warning("baselines %s: %s", self.url, message)
 
     def agents(self) -> list[AgentInfo]:
         with self._answering():
@@ -126,7 +194,12 @@ class RedisSummaryStore:
         out = []
         for i, agent in enumerate(members):
             count, newest, kept = replies[3 * i : 3 * i + 3]
-            out.append(AgentInfo(agent, int(count or 0), int(kept), None if newest is None else float(newest)))
+            try:
+                runs, when = int(count or 0), None if newest is None else float(newest)
+            except (TypeError, ValueError):
+                self._warn_once(agent, f"agent {agent!r} has a run count or time that is not a number; skipped")
+                continue
+            out.append(AgentInfo(agent, runs, int(kept), when))
         return out
 
     def forget(self, agent: str) -> bool:
@@ -135,7 +208,7 @@ class RedisSummaryStore:
         pipe.zrem(self._key("agents"), agent)
         pipe.hdel(self._key("counts"), agent)
         pipe.hdel(self._key("newest"), agent)
-        pipe.delete(self._runs_key(agent))
+        pipe.delete(self._runs_key(agent), self._ids_key(agent))
         with self._answering():
             return bool(pipe.execute()[0])
 
@@ -153,13 +226,16 @@ class RedisSummaryStore:
         try:
             yield
         except (redis.RedisError, OSError) as exc:
-            raise StoreUnavailable(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+            raise StoreUnavailable(f"{self.url}: {type(exc).__name__}: {scrub(str(exc), self._secret_url)}") from None
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}{name}"
 
     def _runs_key(self, agent: str) -> str:
         return f"{self.prefix}runs:{agent}"
+
+    def _ids_key(self, agent: str) -> str:
+        return f"{self.prefix}ids:{agent}"
 
     def _client(self, timeout: float) -> redis.Redis:
         """A client whose commands fail within ``timeout`` seconds (no retries: the caller decides)."""
@@ -183,12 +259,17 @@ class RedisSummaryStore:
         try:
             found = client.get(self._key("format"))
         except redis.AuthenticationError as exc:
-            raise BaselineStoreError(f"{self.url}: Redis refused the credentials ({exc})") from None
+            raise BaselineStoreError(f"{self.url}: Redis refused the credentials ({self._clean(exc)})") from None
         except redis.ResponseError as exc:
             if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc) or "NOPERM" in str(exc):
-                raise BaselineStoreError(f"{self.url}: Redis refused the credentials ({exc})") from None
-            raise BaselineStoreError(f"{self.url}: Redis refused the store's commands ({exc})") from None
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+                raise BaselineStoreError(f"{self.url}: Redis refused the credentials ({self._clean(exc)})") from None
+            raise BaselineStoreError(f"{self.url}: Redis refused the store's commands ({self._clean(exc)})") from None
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            if _tls_failed(exc):
+                raise BaselineStoreError(
+                    f"{self.url}: the TLS handshake failed ({self._clean(exc)}); is the server serving TLS? "
+                    "rediss:// is for TLS, redis:// for a plain connection"
+                ) from None
             return  # not reachable now: the pilot fails open and the writer retries
         if found is not None and _text(found) != FORMAT:
             raise BaselineStoreError(
@@ -204,8 +285,23 @@ class RedisSummaryStore:
         pipe.zrem(self._key("agents"), *old)
         pipe.hdel(self._key("counts"), *old)
         pipe.hdel(self._key("newest"), *old)
-        pipe.delete(*(self._runs_key(a) for a in old))
+        pipe.delete(*(self._runs_key(a) for a in old), *(self._ids_key(a) for a in old))
         pipe.execute()
+
+    def _clean(self, exc: BaseException) -> str:
+        return scrub(str(exc), self._secret_url)
+
+
+def _tls_failed(exc: BaseException) -> bool:
+    """The connection failed in the TLS handshake (``rediss://`` to a plain server, or a certificate refused)."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLError) or "SSL" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _split_query(url: str) -> tuple[str, dict[str, list[str]]]:

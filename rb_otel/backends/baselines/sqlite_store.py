@@ -54,11 +54,15 @@ CREATE TABLE IF NOT EXISTS rb_baselines_agents (
     agent TEXT PRIMARY KEY, runs INTEGER NOT NULL, newest REAL, last_id INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS rb_baselines_runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT NOT NULL, summary TEXT NOT NULL
+    id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT NOT NULL, summary TEXT NOT NULL, run_id TEXT
 );
 CREATE INDEX IF NOT EXISTS rb_baselines_runs_by_agent ON rb_baselines_runs (agent, id);
 CREATE INDEX IF NOT EXISTS rb_baselines_agents_by_use ON rb_baselines_agents (last_id);
 """
+#: A finished run is recorded once: a retried append of the same run id inserts nothing (NULL ids, from summaries
+#: of the previous release, are never equal, so they are all kept).
+_ONCE = "CREATE UNIQUE INDEX IF NOT EXISTS rb_baselines_runs_once ON rb_baselines_runs (agent, run_id)"
+_OURS = frozenset({"rb_baselines_meta", "rb_baselines_agents", "rb_baselines_runs"})
 
 
 def path_of(url: str) -> Path:
@@ -66,21 +70,28 @@ def path_of(url: str) -> Path:
     return Path(url[len("sqlite://") :] if url.lower().startswith("sqlite://") else url).expanduser()
 
 
-def open_store(url: str, *, max_agents: int = MAX_AGENTS) -> SqliteSummaryStore:
-    """The entry point: the store at ``url`` (created when the file does not exist)."""
-    return SqliteSummaryStore(path_of(url), url=url, max_agents=max_agents)
+def open_store(url: str, *, max_agents: int = MAX_AGENTS, create: bool = True) -> SqliteSummaryStore:
+    """The entry point: the store at ``url`` (created when the file does not exist, unless ``create=False``)."""
+    return SqliteSummaryStore(path_of(url), url=url, max_agents=max_agents, create=create)
 
 
 class SqliteSummaryStore:
     """A :class:`~rb_otel.steering.baselines.SummaryStore` in one SQLite file (see the module docstring).
 
     Raises :class:`~rb_otel.steering.baselines.BaselineStoreError` at construction for a file that is not a
-    baseline store (naming the file and what it holds), a folder that does not exist, or a database written by
-    another format.
+    baseline store (naming the file and what it holds), a folder that does not exist, a database written by
+    another format, or (``create=False``) a file that does not exist. Nothing is written to a file before it is
+    known to be a baseline store or empty: another application's database is refused byte for byte unchanged.
     """
 
     def __init__(
-        self, path: str | Path, *, url: str | None = None, max_agents: int = MAX_AGENTS, write_timeout: float = 10.0
+        self,
+        path: str | Path,
+        *,
+        url: str | None = None,
+        max_agents: int = MAX_AGENTS,
+        write_timeout: float = 10.0,
+        create: bool = True,
     ) -> None:
         self.path = Path(path)
         self.url = url or f"sqlite://{self.path}"
@@ -89,7 +100,8 @@ class SqliteSummaryStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        legacy = self._check_file()
+        self._warned_rows: set[str] = set()
+        legacy = self._check_file(create)
         try:
             if legacy is not None:
                 self._import_legacy(legacy)
@@ -129,7 +141,22 @@ class SqliteSummaryStore:
                 "ORDER BY id DESC LIMIT ?) ORDER BY id",
                 (agent, MAX_RUNS),
             ).fetchall()
-        return AgentRuns(int(row[0]), tuple(RunSummary.from_dict(json.loads(r[0])) for r in rows))
+        return AgentRuns(int(row[0]), self._summaries(agent, [r[0] for r in rows]))
+
+    def _summaries(self, agent: str, rows: list[Any]) -> tuple[RunSummary, ...]:
+        """The rows that are run summaries; the others are skipped, with one warning per agent."""
+        out, bad = [], 0
+        for raw in rows:
+            try:
+                out.append(RunSummary.from_dict(json.loads(raw)))
+            except (TypeError, ValueError):
+                bad += 1
+        if bad and agent not in self._warned_rows:
+            self._warned_rows.add(agent)
+            _log.warning(
+                "baselines %s: %d stored run(s) of agent %r are not run summaries; skipped", self.url, bad, agent
+            )
+        return tuple(out)
 
     def agents(self) -> list[AgentInfo]:
         with self._connection() as db:
@@ -160,18 +187,23 @@ class SqliteSummaryStore:
 
     def _append_agent(self, db: sqlite3.Connection, agent: str, summaries: list[RunSummary]) -> None:
         last_id = 0
+        added: list[RunSummary] = []
         for summary in summaries:
             cursor = db.execute(
-                "INSERT INTO rb_baselines_runs (agent, summary) VALUES (?, ?)",
-                (agent, json.dumps(summary.as_dict(), separators=(",", ":"))),
+                "INSERT OR IGNORE INTO rb_baselines_runs (agent, run_id, summary) VALUES (?, ?, ?)",
+                (agent, summary.run_id or None, json.dumps(summary.as_dict(), separators=(",", ":"))),
             )
-            last_id = int(cursor.lastrowid or 0)
-        newest = max(s.finished_at for s in summaries)
+            if cursor.rowcount == 1:  # 0: this run was recorded already (a retried write)
+                last_id = int(cursor.lastrowid or 0)
+                added.append(summary)
+        if not added:
+            return
+        newest = max(s.finished_at for s in added)
         db.execute(
             "INSERT INTO rb_baselines_agents (agent, runs, newest, last_id) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (agent) DO UPDATE SET runs = runs + excluded.runs, "
             "newest = max(coalesce(newest, 0), excluded.newest), last_id = excluded.last_id",
-            (agent, len(summaries), newest, last_id),
+            (agent, len(added), newest, last_id),
         )
         cutoff = db.execute(
             "SELECT id FROM rb_baselines_runs WHERE agent = ? ORDER BY id DESC LIMIT 1 OFFSET ?", (agent, MAX_RUNS)
@@ -223,12 +255,14 @@ class SqliteSummaryStore:
                 self._connections.append(db)
         return db
 
-    def _check_file(self) -> dict[str, Any] | None:
-        """Refuse what is not a baseline store; the legacy JSON's content when the path holds one."""
+    def _check_file(self, create: bool) -> dict[str, Any] | None:
+        """Refuse what is not a baseline store (reading only); the legacy JSON's content when the path holds one."""
         where = self.url
         if self.path.is_dir():
             raise BaselineStoreError(f"{where}: is a directory; name a database file in it")
         if not self.path.exists():
+            if not create:
+                raise BaselineStoreError(f"{where}: no baseline store there (the file does not exist)")
             if not self.path.parent.is_dir():
                 raise BaselineStoreError(f"{where}: the folder {self.path.parent} does not exist")
             return None
@@ -237,9 +271,28 @@ class SqliteSummaryStore:
                 head = handle.read(len(_SQLITE_MAGIC))
         except OSError as exc:
             raise BaselineStoreError(f"{where}: cannot be read ({exc.strerror or exc})") from None
-        if not head or head == _SQLITE_MAGIC:
+        if not head:
+            if not create:
+                raise BaselineStoreError(f"{where}: no baseline store there (the file is empty)")
+            return None
+        if head == _SQLITE_MAGIC:
+            self._check_tables()
             return None
         return self._legacy_content(head)
+
+    def _check_tables(self) -> None:
+        """A SQLite file is ours, or holds no table: checked on a read-only connection, so a foreign database is
+        refused before anything (a journal mode, a table) is written to it."""
+        try:
+            with contextlib.closing(sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise BaselineStoreError(f"{self.url}: not a baseline store ({exc})") from None
+        others = sorted(t for t in tables - _OURS if not t.startswith("sqlite_"))
+        if others and "rb_baselines_meta" not in tables:
+            raise BaselineStoreError(
+                f"{self.url}: not a baseline store (a SQLite database holding {', '.join(others[:5])})"
+            )
 
     def _legacy_content(self, head: bytes) -> dict[str, Any]:
         problem = "neither a SQLite database nor a baselines JSON file"
@@ -262,8 +315,7 @@ class SqliteSummaryStore:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             raise BaselineStoreError(f"{self.url}: not a baseline store ({exc})") from None
-        ours = {"rb_baselines_meta", "rb_baselines_agents", "rb_baselines_runs"}
-        others = sorted(t for t in tables - ours if not t.startswith("sqlite_"))
+        others = sorted(t for t in tables - _OURS if not t.startswith("sqlite_"))
         if others and "rb_baselines_meta" not in tables:
             raise BaselineStoreError(
                 f"{self.url}: not a baseline store (a SQLite database holding {', '.join(others[:5])})"
@@ -272,6 +324,10 @@ class SqliteSummaryStore:
         try:
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 db.execute(statement)
+            columns = {r[1] for r in db.execute("PRAGMA table_info(rb_baselines_runs)")}
+            if "run_id" not in columns:  # a store of the previous release: runs get their ids from now on
+                db.execute("ALTER TABLE rb_baselines_runs ADD COLUMN run_id TEXT")
+            db.execute(_ONCE)
             db.execute("INSERT OR IGNORE INTO rb_baselines_meta (key, value) VALUES ('format', ?)", (FORMAT,))
             (found,) = db.execute("SELECT value FROM rb_baselines_meta WHERE key = 'format'").fetchone()
             db.execute("COMMIT")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 __all__ = [
     "COLUMNS",
@@ -49,6 +49,7 @@ __all__ = [
     "agent_key",
     "display_url",
     "elide_password",
+    "encoded_credentials",
     "normalise_model",
     "open_summary_store",
     "password_of",
@@ -392,10 +393,25 @@ def scrub(text: str, url: str | Path) -> str:
     secret = password_of(url)
     if not secret:
         return text
-    for form in {secret, unquote(secret)}:
+    for form in sorted({secret, unquote(secret), quote(unquote(secret), safe="")}, key=len, reverse=True):
         if form:
             text = text.replace(form, "***")
     return text
+
+
+def encoded_credentials(url: str) -> str:
+    """``url`` with its user and password percent-encoded (as :func:`display_url` finds them), so a client's
+    URL parser reads a password holding ``#``, ``/``, ``?`` or ``@`` as the password; an encoded one stays as
+    it is."""
+    match = _SCHEME.match(url)
+    if match is None:
+        return url
+    user, at, host = url[match.end() :].rpartition("@")
+    if not at:
+        return url
+    name, colon, password = user.partition(":")
+    credentials = quote(unquote(name), safe="") + (colon + quote(unquote(password), safe="") if colon else "")
+    return f"{url[: match.end()]}{credentials}@{host}"
 
 
 def _scheme(url: str) -> str:

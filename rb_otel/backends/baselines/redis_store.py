@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 import ssl
 import threading
 from collections import defaultdict
@@ -37,6 +38,7 @@ from rb_otel.steering.baselines import (
     RunSummary,
     StoreUnavailable,
     display_url,
+    encoded_credentials,
     scrub,
 )
 
@@ -96,6 +98,7 @@ class RedisSummaryStore:
         self.url = display_url(url)
         self.max_agents = max_agents
         self._secret_url = url  # what messages are scrubbed of
+        url = encoded_credentials(url)
         try:
             port = urlsplit(url).port
         except ValueError:
@@ -172,8 +175,10 @@ class RedisSummaryStore:
             return fallback
 
     def _warn_once(self, agent: str, message: str) -> None:
-        if agent not in self._warned:
-            self._warned.add(agent)
+        """One warning per agent and kind of problem (the message up to the agent's name)."""
+        key = f"{agent}\0{message.split(repr(agent), 1)[0]}"
+        if key not in self._warned:
+            self._warned.add(key)
             _log.warning("baselines %s: %s", self.url, message)
 
     def agents(self) -> list[AgentInfo]:
@@ -265,7 +270,7 @@ class RedisSummaryStore:
                 raise BaselineStoreError(f"{self.url}: Redis refused the credentials ({self._clean(exc)})") from None
             raise BaselineStoreError(f"{self.url}: Redis refused the store's commands ({self._clean(exc)})") from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            if _tls_failed(exc):
+            if _tls_failed(exc) or (self._raw_url.lower().startswith("rediss://") and self._plain_redis_answers()):
                 raise BaselineStoreError(
                     f"{self.url}: the TLS handshake failed ({self._clean(exc)}); is the server serving TLS? "
                     "rediss:// is for TLS, redis:// for a plain connection"
@@ -290,6 +295,17 @@ class RedisSummaryStore:
 
     def _clean(self, exc: BaseException) -> str:
         return scrub(str(exc), self._secret_url)
+
+    def _plain_redis_answers(self) -> bool:
+        """A TLS handshake that timed out: does the server answer a plain ``PING`` (a Redis without TLS, which
+        waits for the end of a line that a TLS greeting never sends)?"""
+        parts = urlsplit(self._raw_url)
+        try:
+            with socket.create_connection((parts.hostname or "localhost", parts.port or 6379), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith((b"+PONG", b"-NOAUTH", b"-ERR"))
+        except OSError:
+            return False
 
 
 def _tls_failed(exc: BaseException) -> bool:

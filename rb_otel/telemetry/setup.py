@@ -217,6 +217,28 @@ def _prometheus_reader(port: int | None) -> tuple[MetricReader, int]:
     return PrometheusMetricReader(), int(server.server_port)
 
 
+def _tracer_provider(
+    resource: Resource, kinds: list[str], traces_file: str | Path | None, timeout_s: float, descriptions: list[str]
+) -> tuple[TracerProvider, CountingSpanExporter | None, str]:
+    """The tracer provider, the exporter whose deliveries are counted (the first one), and where it sends."""
+    # No atexit shutdown: the caller shuts down (Providers.shutdown), and a Ctrl-C during that wait must end the
+    # process rather than start the same bounded wait again from an exit handler.
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    counting = None
+    target = ""
+    for kind in kinds:  # each named exporter gets its own processor; the first is the one counted
+        span_exporter = _span_exporter(kind, Path(traces_file) if traces_file else None, timeout_s)
+        if span_exporter is None:
+            continue
+        where = str(kind if kind != "file" else traces_file)
+        if counting is None:
+            span_exporter = counting = CountingSpanExporter(span_exporter)
+            target = where
+        provider.add_span_processor(BatchSpanProcessor(span_exporter, export_timeout_millis=int(timeout_s * 1000)))
+        descriptions.append(f"traces -> {where}")
+    return provider, counting, target
+
+
 def configure(
     *,
     service_name: str | None = None,
@@ -258,21 +280,7 @@ def configure(
     metrics_kinds = _choices("OTEL_METRICS_EXPORTER", ("otlp", "console", "prometheus", "none"), default)
     descriptions: list[str] = []
 
-    # No atexit shutdown: the caller shuts down (Providers.shutdown), and a Ctrl-C during that wait must end the
-    # process rather than start the same bounded wait again from an exit handler.
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    counting = None
-    target = ""
-    for kind in traces_kinds:  # each named exporter gets its own processor; the first is the one counted
-        span_exporter = _span_exporter(kind, Path(traces_file) if traces_file else None, timeout_s)
-        if span_exporter is None:
-            continue
-        where = str(kind if kind != "file" else traces_file)
-        if counting is None:
-            span_exporter = counting = CountingSpanExporter(span_exporter)
-            target = where
-        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter, export_timeout_millis=timeout_ms))
-        descriptions.append(f"traces -> {where}")
+    tracer_provider, counting, target = _tracer_provider(resource, traces_kinds, traces_file, timeout_s, descriptions)
 
     readers: list[MetricReader] = []
     served_port = None

@@ -150,13 +150,16 @@ class StepLogEntry:
     tool_calls: list[str] = field(default_factory=list)
     tokens: int = 0
     latency_ms: float = 0.0
+    #: Model calls this step took: a call retried (``ModelRetryMiddleware``) or passed to a fallback
+    #: (``ModelFallbackMiddleware``) is one step of several attempts, each its own ``chat`` span.
+    attempts: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict of every field.
 
-        ``difficulty``, ``model_id``, ``skipped_reason`` and ``failure_type`` are left out when empty; every
-        other field is always present (lists included). ``difficulty`` is rounded to 4 places and
-        ``latency_ms`` to 1; ``timestamp`` is kept as is.
+        ``difficulty``, ``model_id``, ``skipped_reason`` and ``failure_type`` are left out when empty, and
+        ``attempts`` when it is 1; every other field is always present (lists included). ``difficulty`` is
+        rounded to 4 places and ``latency_ms`` to 1; ``timestamp`` is kept as is.
         """
         out: dict[str, Any] = {
             "step": self.step,
@@ -179,6 +182,8 @@ class StepLogEntry:
             out["skipped_reason"] = self.skipped_reason
         if self.failure_type is not None:
             out["failure_type"] = self.failure_type
+        if self.attempts != 1:
+            out["attempts"] = self.attempts
         return out
 
     @classmethod
@@ -201,6 +206,7 @@ class StepLogEntry:
                 tool_calls=_str_list(data.get("tool_calls"), "tool_calls"),
                 tokens=_as_int(data.get("tokens", 0), "tokens"),
                 latency_ms=float(data.get("latency_ms", 0.0)),
+                attempts=_as_int(data.get("attempts", 1), "attempts"),
             )
         except KeyError as exc:
             raise ValueError(f"step log entry is missing the field {exc.args[0]!r}") from None

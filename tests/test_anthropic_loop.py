@@ -182,7 +182,7 @@ def test_model_errors_reach_the_caller_unchanged_and_every_span_ends(
     rb.telemetry.flush()
     chats = sorted(otel.spans("chat "), key=lambda s: s.start_time or 0)
     assert [c.status.status_code for c in chats] == [StatusCode.UNSET, StatusCode.ERROR]
-    assert chats[1].attributes["error.type"] == error
+    assert chats[1].attributes["error.type"] == f"{type(caught.value).__module__}.{error}"  # fully qualified
     (root,) = otel.spans("invoke_agent")
     assert root.attributes["rb.outcome"] == f"failure: {error}" and root.status.status_code is StatusCode.ERROR
     assert len(session.step_log) == 1  # the failed call is a span, not a step

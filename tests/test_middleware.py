@@ -21,6 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from langgraph.types import Command, interrupt
 from opentelemetry.trace import SpanKind, StatusCode
+from pydantic import Field
 
 from rb_otel import ReasonBlocks
 from rb_otel.integrations.langchain._messages import _dump
@@ -316,6 +317,7 @@ def test_graph_recursion_error_closes_the_run(otel: Otel) -> None:
     with pytest.raises(GraphRecursionError):
         agent.invoke({"messages": [("user", "x")]}, {"recursion_limit": 6})
     assert outcome(otel)[0] == "failure: GraphRecursionError"
+    assert outcome(otel)[2] == "langgraph.errors.GraphRecursionError"  # error.type: fully qualified
     assert_nothing_open(otel, mw)
 
 
@@ -335,6 +337,7 @@ def test_cancellation_closes_the_run(otel: Otel) -> None:
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(main())
     assert outcome(otel)[0] == "failure: CancelledError"
+    assert outcome(otel)[2] == "asyncio.exceptions.CancelledError"
     assert all(s.end_time is not None for s in otel.exporter.get_finished_spans())
     assert_nothing_open(otel, mw)
 
@@ -684,9 +687,54 @@ def test_innermost_placement_gives_one_chat_span_per_fallback_attempt(otel: Otel
     chats = [(s.name, s.status.status_code) for s in sorted(otel.spans("chat "), key=lambda s: s.start_time)]
     assert chats[0] == ("chat primary-1", StatusCode.ERROR)
     assert ("chat backup-1", StatusCode.UNSET) in chats
-    # the failed attempt is a span with rb.step 0, not a step-log entry; the call index keeps counting (spec 2.2: k)
-    assert [e.step for e in mw.step_log] == [1, 2]
+    # one step of two attempts: each attempt a span of step 0 (the second with rb.attempt 2), one log entry
+    assert [(e.step, e.attempts) for e in mw.step_log] == [(0, 2), (1, 1)]
     assert otel.spans("chat primary-1")[0].attributes["rb.step"] == 0
+    (backup_first, *_) = sorted(otel.spans("chat backup-1"), key=lambda s: s.start_time or 0)
+    assert backup_first.attributes["rb.step"] == 0 and backup_first.attributes["rb.attempt"] == 2
+    assert out["rb_step_log"][0]["attempts"] == 2
+
+
+def test_a_retried_call_is_one_step_with_the_same_guidance(otel: Otel) -> None:
+    from langchain.agents.middleware import ModelRetryMiddleware
+
+    rb = ReasonBlocks(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    uninterrupted = rb.middleware(agent_name="calc")
+    create_agent(ScriptedChatModel(script=hard_script(4)), [add], middleware=[uninterrupted]).invoke(
+        {"messages": [("user", "x")]}
+    )
+    otel.exporter.clear()
+    model = _FailsOnce(script=hard_script(4))  # the first call (standing rules, E3) fails once, then succeeds
+    retry = ModelRetryMiddleware(max_retries=2, initial_delay=0.0, jitter=False)
+    mw = rb.middleware(agent_name="calc")
+    out = create_agent(model, [add], middleware=[retry, mw]).invoke({"messages": [("user", "x")]})
+    log = [(e.step, e.fsm_state, e.attempts) for e in mw.step_log]
+    assert [(step, state) for step, state, _ in log] == [(e.step, e.fsm_state) for e in uninterrupted.step_log]
+    assert [attempts for *_, attempts in log] == [2] + [1] * (len(log) - 1)
+    assert [e["step"] for e in out["rb_step_log"]] == list(range(len(log)))
+    failed, retried = sorted(
+        (s for s in otel.spans("chat ") if s.attributes["rb.step"] == 0), key=lambda s: s.start_time or 0
+    )
+    assert failed.status.status_code is StatusCode.ERROR and failed.attributes["error.type"] == "RuntimeError"
+    assert retried.status.status_code is StatusCode.UNSET and retried.attributes["rb.attempt"] == 2
+    sent = model.systems
+    assert len(sent) == len(log) + 1 and sent[0] == sent[1]  # the retry carries the first attempt's block
+    assert "[REASONBLOCKS]" in sent[0]
+
+
+class _FailsOnce(ScriptedChatModel):
+    """Fails its first call once (then answers it), and keeps the system text of every call."""
+
+    systems: list[str] = Field(default_factory=list)
+    failed: bool = False
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        system = next((m for m in messages if isinstance(m, SystemMessage)), None)
+        self.systems.append(str(system.content) if system is not None else "")
+        if sum(isinstance(m, AIMessage) for m in messages) == 0 and not self.failed:
+            self.failed = True
+            raise RuntimeError("flaky")
+        return super()._generate(messages, stop, run_manager, **kwargs)
 
 
 def test_ttl_sweep_closes_runs_nobody_finished(otel: Otel) -> None:

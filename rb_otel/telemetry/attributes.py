@@ -103,6 +103,15 @@ def outcome_label(outcome: str) -> str:
     return n.OUTCOME_STOPPED if outcome == n.OUTCOME_STOPPED else n.OUTCOME_FAILURE
 
 
+def error_type_name(error: BaseException) -> str:
+    """``error.type`` of an exception: its fully qualified class name (``langgraph.errors.GraphRecursionError``,
+    ``asyncio.exceptions.CancelledError``), builtins unqualified (``ValueError``), as the conventions ask and as
+    the SDK writes ``exception.type``."""
+    cls = type(error)
+    module = cls.__module__
+    return f"{module}.{cls.__qualname__}" if module and module != "builtins" else cls.__qualname__
+
+
 def error_type_of(outcome: str) -> str:
     prefix = "failure: "
     return outcome[len(prefix) :] if outcome.startswith(prefix) else outcome
@@ -143,6 +152,8 @@ def chat_attributes(
         n.RB_MONITORS_FIRED: list(entry.monitors_fired),
         n.RB_INJECTION_SOURCES: list(entry.injection_sources),
     }
+    if entry.attempts > 1:
+        attrs[n.RB_ATTEMPT] = entry.attempts
     if entry.fsm_state:  # imported steps that were not rescored have no state
         attrs[n.RB_FSM_STATE] = entry.fsm_state
     if entry.difficulty is not None:

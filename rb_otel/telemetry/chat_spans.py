@@ -23,6 +23,7 @@ from rb_otel.telemetry.attributes import (
     AttributeValue,
     ChatResponse,
     chat_attributes,
+    error_type_name,
     evaluation_events,
     response_attributes,
 )
@@ -144,7 +145,7 @@ class ChatSpans:
         live = self._live.pop(step, None)
         if live is None:
             return
-        error_type = type(error).__qualname__
+        error_type = error_type_name(error)
         try:
             live.span.record_exception(error)
             live.span.set_attribute(n.ERROR_TYPE, error_type)

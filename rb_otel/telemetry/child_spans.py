@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from rb_otel.steering.calls import OP_MONITORS_EVALUATE, CallNote
 from rb_otel.telemetry import names as n
-from rb_otel.telemetry.attributes import Attributes
+from rb_otel.telemetry.attributes import Attributes, error_type_name
 from rb_otel.telemetry.batch import Batch
 from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.run_metrics import RunMetrics
@@ -130,7 +130,7 @@ class ChildSpans:
         try:
             error_type = None
             if error is not None:
-                error_type = type(error).__qualname__ if isinstance(error, BaseException) else "tool_error"
+                error_type = error_type_name(error) if isinstance(error, BaseException) else "tool_error"
                 span.set_attribute(n.ERROR_TYPE, error_type)
                 span.set_status(Status(StatusCode.ERROR, error_type))
                 if isinstance(error, BaseException):

@@ -59,6 +59,10 @@ RB_ENTERED_SKIP: Final = "rb.entered_skip"
 RB_TOKENS: Final = "rb.tokens"
 RB_MONITOR_INJECTIONS: Final = "rb.monitor_injections"
 RB_STEP: Final = "rb.step"
+#: What made a ``chat`` span's model call when it was not a steered step: ``middleware:<Name>``, ``tool:<name>``.
+RB_CALL_SOURCE: Final = "rb.call.source"
+#: On ``invoke_agent``: how many of the run's model calls reported no token usage (its totals leave them out).
+RB_USAGE_UNREPORTED: Final = "rb.usage.unreported"
 RB_DIFFICULTY: Final = "rb.difficulty"
 RB_SCORER: Final = "rb.scorer"
 RB_RISK: Final = "rb.risk"
@@ -232,6 +236,8 @@ ERROR_TYPE_OTHER: Final = "_OTHER"
 RB_STEP_NUMBER: Final = "rb.step.number"
 RB_STEP_INDEX: Final = "rb.step.index"
 RB_STEP_RETRY: Final = "rb.step.retry"
+#: Which attempt of its step a ``chat`` span is (imported records; live: set from the second attempt on, a
+#: retry or a fallback).
 RB_ATTEMPT: Final = "rb.attempt"
 RB_SUBAGENT: Final = "rb.subagent"
 RB_TRAJECTORY_ID: Final = "rb.trajectory_id"

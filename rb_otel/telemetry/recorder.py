@@ -30,6 +30,7 @@ from rb_otel.telemetry.attributes import (
     ChatResponse,
     RunInfo,
     chat_attributes,
+    error_type_name,
     error_type_of,
     outcome_label,
 )
@@ -378,7 +379,7 @@ class RunRecorder:
         label = outcome_label(outcome)
         span.set_attributes(self.summary.attributes(outcome))
         if label == n.OUTCOME_FAILURE:
-            error_type = type(error).__qualname__ if error is not None else error_type_of(outcome)
+            error_type = error_type_name(error) if error is not None else error_type_of(outcome)
             span.set_attribute(n.ERROR_TYPE, error_type)
             span.set_status(Status(StatusCode.ERROR, error_type))
             if error is not None:

@@ -40,14 +40,22 @@ def reply_of(response: ModelResult) -> AIMessage | None:
 
 class StepCall:
     """What ``wrap_model_call`` carries from before the model call to after it; ``chat`` is ``None`` when the
-    run is stopped instead (``on_skip="stop"``)."""
+    run is stopped instead (``on_skip="stop"``); ``given_model`` is the model the hook was handed (before
+    routing), to tell a retry of the same model from a fallback to another."""
 
-    __slots__ = ("chat", "decision", "request")
+    __slots__ = ("chat", "decision", "given_model", "request")
 
-    def __init__(self, decision: StepDecision, request: ModelRequest[Any], chat: ChatInvocation | None) -> None:
+    def __init__(
+        self,
+        decision: StepDecision,
+        request: ModelRequest[Any],
+        chat: ChatInvocation | None,
+        given_model: Any = None,
+    ) -> None:
         self.decision = decision
         self.request = request
         self.chat = chat
+        self.given_model = given_model
 
 
 #: (the agent's system message, guidance text, cache marks) -> the message sent instead.

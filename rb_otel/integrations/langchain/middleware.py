@@ -42,7 +42,7 @@ from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, FSMState, RunFields, StepDecision, StepLogEntry
 
 from ._guard import guard
-from ._support import ModelResult, StepCall, reply_of, steered_system_message
+from ._support import ModelResult, StepCall, node_run_id, reply_of, steered_system_message
 from .lifecycle import RunTracker
 from .notes import HintGiven, TokensSaved
 from .routing import ModelRouter
@@ -232,6 +232,12 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _steer(self, run: AgentRun, request: ModelRequest[Any]) -> StepCall:
         session = run.session
         own_model = identify_model(request.model)
+        if run.failed is not None:
+            failed, node, given = run.failed
+            run.failed = None
+            if node is not None and node == node_run_id():  # the same model node calls again: a retry
+                return self._attempt_again(run, failed, request, own_model, same_model=request.model is given)
+            session.discard_step(failed.decision)  # the failed call was not tried again: its step is dropped
         if session.steps_begun:
             turn = last_turn(request.messages)
             decision = session.begin_step(
@@ -248,11 +254,33 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             decision = session.begin_step(thought=None, model_id=own_model.model_id)
         if decision.state is FSMState.SKIP and self.on_skip == "stop" and not self._passthrough:
             return StepCall(decision, request, None)  # no model call: the run ends here (``_stopped``)
+        return self._prepared(run, decision, request, own_model, route=True)
+
+    def _attempt_again(
+        self, run: AgentRun, failed: StepCall, request: ModelRequest[Any], own_model: ModelIdentity, *, same_model: bool
+    ) -> StepCall:
+        """Another attempt at a step whose call failed: the same step and the same ``[REASONBLOCKS]`` block, a new
+        ``chat`` span (``rb.attempt``); routed as the first attempt was when it is the same model (a retry), on
+        the model it is given when that is another (a fallback)."""
+        decision = failed.decision
+        decision.entry.attempts += 1
+        return self._prepared(run, decision, request, own_model, route=same_model)
+
+    def _prepared(
+        self,
+        run: AgentRun,
+        decision: StepDecision,
+        request: ModelRequest[Any],
+        own_model: ModelIdentity,
+        *,
+        route: bool,
+    ) -> StepCall:
+        """The request as it is sent (routed model, guidance in the system message) and its open ``chat`` span."""
         if self._passthrough:
-            return StepCall(decision, request, self._start_chat(run, decision, request, own_model))
+            return StepCall(decision, request, self._start_chat(run, decision, request, own_model), request.model)
         overrides: dict[str, Any] = {}
         model = request.model
-        if decision.model_override:
+        if decision.model_override and route:
             routed = self._router.model(decision.model_override)
             if routed is not None:
                 overrides["model"] = model = routed
@@ -267,7 +295,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if system_message is not None:
             overrides["system_message"] = system_message
         new_request = request.override(**overrides) if overrides else request
-        return StepCall(decision, new_request, self._start_chat(run, decision, new_request, identity))
+        return StepCall(decision, new_request, self._start_chat(run, decision, new_request, identity), request.model)
 
     def _start_chat(
         self, run: AgentRun, decision: StepDecision, request: ModelRequest[Any], identity: ModelIdentity
@@ -326,14 +354,18 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return response
 
     def _model_failed(self, run: AgentRun | None, call: StepCall, error: BaseException) -> None:
+        """The model raised: its span ends with the error. An interrupt is control flow (the step is recorded
+        plainly); any other error keeps the step open for another attempt in the same model node."""
         assert call.chat is not None
         try:
-            if run is not None:
-                run.session.discard_step(call.decision)
-            if isinstance(error, GraphBubbleUp):  # an interrupt: control flow, the step is recorded plainly
+            if isinstance(error, GraphBubbleUp):
+                if run is not None:
+                    run.session.discard_step(call.decision)
                 call.chat.interrupt(call.decision.entry, steering_ms=call.decision.steering_ms)
-            else:
-                call.chat.fail(error)
+                return
+            call.chat.fail(error)
+            if run is not None:
+                run.failed = (call, node_run_id(), call.given_model)
         except Exception:
             call.chat.fail(error)  # ends the span if it is still open (a no-op otherwise)
             _log.warning("recording the failed model call failed", exc_info=True)

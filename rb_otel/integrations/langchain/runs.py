@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from rb_otel.integrations.steered_runs import SteeredRun
 from rb_otel.types import StepLogEntry
@@ -25,6 +27,9 @@ class AgentRun(SteeredRun):
     hints: list[str] = field(default_factory=list)  # companion middleware's hints for the next model call
     touched: float = field(default_factory=time.monotonic)
     run_id_in_state: bool = False  # the stateful middleware wrote rb_run_id (once per run: it does not change)
+    #: A step whose model call failed, kept open for another attempt in the same model node (a retry or a
+    #: fallback middleware calls the handler again): ``(the call, its model node's run, the model it was given)``.
+    failed: tuple[Any, uuid.UUID | None, Any] | None = None
 
     @property
     def step_log(self) -> list[StepLogEntry]:

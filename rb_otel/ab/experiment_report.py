@@ -68,7 +68,10 @@ def _int(run: ReportRun, key: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _tokens(run: ReportRun) -> int:
+def _tokens(run: ReportRun) -> int | None:
+    """The run's tokens; ``None`` when none of its model calls reported usage (unknown, not 0)."""
+    if "rb.tokens" not in run.attributes and _int(run, "rb.usage.unreported"):
+        return None
     return _int(run, "rb.tokens") or sum(s.input_tokens + s.output_tokens for s in run.steps)
 
 
@@ -92,7 +95,8 @@ def _cost(runs: Sequence[ReportRun], prices: Prices | None) -> dict[str, Any]:
 
 def _arm(runs: Sequence[ReportRun], prices: Prices | None) -> dict[str, Any]:
     outcomes = _outcomes(runs)
-    tokens = [float(_tokens(r)) for r in runs]
+    known = [_tokens(r) for r in runs]
+    tokens = [float(t) for t in known if t is not None]
     steps = [float(_int(r, "rb.steps") or len(r.steps)) for r in runs]
     max_states: dict[str, int] = defaultdict(int)
     for run in runs:
@@ -110,7 +114,15 @@ def _arm(runs: Sequence[ReportRun], prices: Prices | None) -> dict[str, Any]:
             "unfinished": outcomes.unfinished,
         },
         "success_rate": outcomes.rate,
-        "tokens_per_run": {"median": median(tokens), "winsorized_mean": winsorized_mean(tokens)},
+        "tokens_per_run": {
+            "median": median(tokens),
+            "winsorized_mean": winsorized_mean(tokens),
+            # runs with model calls that reported no usage: left out (none reported) or counted without them
+            "runs_without_usage": sum(t is None for t in known),
+            "runs_partly_without_usage": sum(
+                t is not None and bool(_int(r, "rb.usage.unreported")) for r, t in zip(runs, known, strict=True)
+            ),
+        },
         "steps_per_run": {"median": median(steps), "mean": sum(steps) / len(steps) if steps else None},
         "cost": _cost(runs, prices),
         "reasoning_health": {
@@ -165,7 +177,7 @@ def _timeseries(by_arm: Mapping[str, Sequence[ReportRun]]) -> list[dict[str, Any
                 "day": day,
                 "arm": day_arm,
                 "runs": len(runs),
-                "tokens_per_run": median([float(_tokens(r)) for r in runs]),
+                "tokens_per_run": median([float(t) for t in map(_tokens, runs) if t is not None]),
                 "success_rate": _outcomes(runs).rate,
             }
         )
@@ -186,6 +198,13 @@ def _caveats(arms: Mapping[str, dict[str, Any]], comparison: dict[str, Any], srm
             caveats.append(f"low price coverage: {share:.0%} of the {arm} arm's model calls have a price")
         if arms[arm]["outcomes"]["unfinished"]:
             caveats.append(f"{arms[arm]['outcomes']['unfinished']} {arm}-arm runs never finished")
+        tokens = arms[arm]["tokens_per_run"]
+        if tokens["runs_without_usage"] or tokens["runs_partly_without_usage"]:
+            caveats.append(
+                f"missing usage: in the {arm} arm {tokens['runs_without_usage']} runs reported no token usage at all "
+                f"(left out of tokens per run) and {tokens['runs_partly_without_usage']} had calls without it "
+                "(counted without those calls)"
+            )
     if srm["flagged"]:
         caveats.append(
             f"sample ratio mismatch: {srm['observed']['on']} on / {srm['observed']['off']} off units is unlikely "

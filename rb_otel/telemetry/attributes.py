@@ -94,6 +94,11 @@ class ChatResponse:
     reasoning_tokens: int | None = None
     output_messages: Any = None
 
+    @property
+    def usage_reported(self) -> bool:
+        """The provider said how many tokens the call used (an unknown is not 0)."""
+        return self.input_tokens is not None or self.output_tokens is not None
+
 
 def outcome_label(outcome: str) -> str:
     """The bounded ``rb.outcome`` metric label: ``success`` (interruptions included), ``stopped`` (by the steering

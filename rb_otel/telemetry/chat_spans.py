@@ -190,6 +190,8 @@ class ChatSpans:
         attrs = self._attributes(entry, composite, steering_ms, final=True)
         if response is not None:
             attrs.update(response_attributes(response, self._content))
+            if not response.usage_reported and not entry.tokens:
+                del attrs[n.RB_TOKENS]  # no usage reported: unknown, not 0
         if extra:
             attrs.update(extra)
         content = self._content.split(attrs)

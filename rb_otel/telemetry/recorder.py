@@ -395,7 +395,7 @@ class RunRecorder:
                 outcome_label=label,
                 max_state=self.summary.max_state,
                 duration=duration,
-                tokens=self.summary.tokens,
+                tokens=self.summary.tokens if self.summary.usage_known else None,
                 context=self._ctx,
             )
         finally:  # the run span ends whatever the meter does

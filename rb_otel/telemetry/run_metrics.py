@@ -143,14 +143,16 @@ class RunMetrics:
         outcome_label: str,
         max_state: FSMState,
         duration: float,
-        tokens: int,
+        tokens: int | None,
         context: otel_context.Context | None,
     ) -> None:
+        """A run ended; ``tokens`` is ``None`` when none of its model calls reported usage (nothing recorded)."""
         agent, run = self._agent, {**self._agent, **self._experiment}
         self._inst.runs_active.add(-1, {**agent, n.RB_FSM_STATE: state.value})
         self._inst.runs.add(1, {**run, n.RB_OUTCOME: outcome_label, n.RB_MAX_STATE: max_state.value}, context=context)
         self._inst.invoke_agent_duration.record(duration, {**run, n.RB_OUTCOME: outcome_label}, context=context)
-        self._inst.run_tokens.record(tokens, {**run, n.RB_OUTCOME: outcome_label}, context=context)
+        if tokens is not None:
+            self._inst.run_tokens.record(tokens, {**run, n.RB_OUTCOME: outcome_label}, context=context)
 
     def token_saving(self, chars_saved: int) -> None:
         """Characters ``TokenSavingMiddleware`` removed from this run's history (added as they are removed)."""

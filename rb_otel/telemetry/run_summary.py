@@ -28,15 +28,30 @@ class RunSummary:
     compressions: int = 0
     early_exits: int = 0
     token_saving_seen: bool = False
+    calls_with_usage: int = 0  # model calls whose usage the provider reported
+    calls_without_usage: int = 0  # ... and those that reported none (left out of the totals, not counted as 0)
 
     def count(self, entry: StepLogEntry, response: ChatResponse | None) -> None:
         """Add one step."""
         self.steps += 1
-        self.tokens += entry.tokens
         self.monitor_injections += entry.injection_sources.count("MonitorSteeringInjection")
+        self.add_usage(entry.tokens, response)
+
+    def add_usage(self, tokens: int, response: ChatResponse | None) -> None:
+        """Add one model call's usage (a step's, or a call another middleware or a tool made in the run)."""
+        if response is not None and not response.usage_reported and not tokens:
+            self.calls_without_usage += 1
+            return
+        self.calls_with_usage += 1
+        self.tokens += tokens
         if response is not None:
             self.input_tokens += response.input_tokens or 0
             self.output_tokens += response.output_tokens or 0
+
+    @property
+    def usage_known(self) -> bool:
+        """Some model call of the run reported its usage, or none was made: the totals mean something."""
+        return self.calls_with_usage > 0 or self.calls_without_usage == 0
 
     def token_saving(self, chars_saved: int, compressions: int, early_exits: int) -> None:
         self.token_saving_seen = True
@@ -60,11 +75,14 @@ class RunSummary:
             n.RB_FINAL_STATE: self.state.value,
             n.RB_MAX_STATE: self.max_state.value,
             n.RB_ENTERED_SKIP: self.entered_skip,
-            n.RB_TOKENS: self.tokens,
-            n.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
-            n.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
             n.RB_MONITOR_INJECTIONS: self.monitor_injections,
         }
+        if self.usage_known:  # no call reported usage: no totals (unknown), rather than a cost of zero
+            attrs[n.RB_TOKENS] = self.tokens
+            attrs[n.GEN_AI_USAGE_INPUT_TOKENS] = self.input_tokens
+            attrs[n.GEN_AI_USAGE_OUTPUT_TOKENS] = self.output_tokens
+        if self.calls_without_usage:
+            attrs[n.RB_USAGE_UNREPORTED] = self.calls_without_usage
         if self.risk is not None:
             attrs[n.RB_RISK] = self.risk
         if self.token_saving_seen:

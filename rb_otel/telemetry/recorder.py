@@ -33,6 +33,7 @@ from rb_otel.telemetry.attributes import (
     error_type_name,
     error_type_of,
     outcome_label,
+    response_attributes,
 )
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW, Batch
 from rb_otel.telemetry.chat_spans import ChatSpans
@@ -296,6 +297,61 @@ class RunRecorder:
         """End the live ``chat`` span of ``step`` with the model's exception (which the caller re-raises)."""
         self._chats.fail(step, error, state=self.summary.state)
         self._batch.settle()
+
+    # -- model calls that are not steps ------------------------------------------------------------------
+
+    def model_call(
+        self,
+        *,
+        source: str,
+        request_model: str,
+        provider: str,
+        start_time: float,
+        duration: float,
+        tokens: int = 0,
+        response: ChatResponse | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """A model call inside the run that is no steering step (a middleware's summarizer, a tool's or a
+        subagent's model): a ``chat`` span under the run with ``rb.call.source`` and its usage, its tokens in the
+        run's totals; no step, no FSM state, no guidance. Never raises."""
+        try:
+            attrs: dict[str, AttributeValue] = {
+                n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
+                n.GEN_AI_PROVIDER_NAME: provider,
+                n.RB_CALL_SOURCE: source,
+            }
+            if request_model:
+                attrs[n.GEN_AI_REQUEST_MODEL] = request_model
+            if response is not None:
+                attrs.update(response_attributes(response, self._content))
+            span = self._tracer.start_span(
+                f"{n.OP_CHAT} {request_model}".rstrip(),
+                context=self.context,
+                kind=SpanKind.CLIENT,
+                attributes=attrs,
+                start_time=ns(start_time),
+            )
+            if error is not None:
+                error_type = error_type_name(error)
+                span.record_exception(error)
+                span.set_attribute(n.ERROR_TYPE, error_type)
+                span.set_status(Status(StatusCode.ERROR, error_type))
+            else:
+                self.summary.add_usage(tokens, response)
+            context = trace.set_span_in_context(span)
+            self._metrics.model_call(
+                state=self.summary.state,
+                provider=provider,
+                request_model=request_model,
+                duration=duration,
+                response=response,
+                context=context,
+            )
+            self._batch.end_span(span, None, time.time_ns())
+            self._batch.settle()
+        except Exception:
+            _log.warning("recording a model call of run %s failed; continuing", self.info.run_id, exc_info=True)
 
     # -- remote steering calls ---------------------------------------------------------------------------
 

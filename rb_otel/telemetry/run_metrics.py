@@ -92,6 +92,26 @@ class RunMetrics:
             if response.output_tokens is not None:
                 record(inst.token_usage, response.output_tokens, labels.output_tokens, context)
 
+    def model_call(
+        self,
+        *,
+        state: FSMState,
+        provider: str,
+        request_model: str,
+        duration: float,
+        response: ChatResponse | None,
+        context: otel_context.Context,
+    ) -> None:
+        """A model call that is not a step (another middleware's, a tool's): its duration and token usage."""
+        labels = self._step_labels(state.value, provider, request_model, response.response_model if response else "")
+        record = self._batch.record
+        record(self._inst.operation_duration, duration, labels.operation, context)
+        if response is not None:
+            if response.input_tokens is not None:
+                record(self._inst.token_usage, response.input_tokens, labels.input_tokens, context)
+            if response.output_tokens is not None:
+                record(self._inst.token_usage, response.output_tokens, labels.output_tokens, context)
+
     def _step_labels(self, state: str, provider: str, request_model: str, response_model: str) -> _StepLabels:
         # The same few label sets repeat on every step of a run: build them once per (state, provider, models).
         key = (state, provider, request_model, response_model)

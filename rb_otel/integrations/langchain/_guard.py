@@ -6,20 +6,26 @@ error of the graph's own chain run. The first middleware created registers one p
 LangChain's public ``register_configure_hook`` (the mechanism LangSmith tracing uses), so it is attached to
 every run without the caller passing ``callbacks=``.
 
-The handler only keeps a child -> parent map of chain runs in flight (dropped as they end), calls back the
-runs a middleware asked to watch, and reports tool runs to the middleware that claims their agent graph (a
-callback costs the agent far less than a ``wrap_tool_call`` hook). Its methods are ``run_inline`` (so a tool
-span is current while the tool runs) and must never raise.
+The handler only keeps a child -> parent map of chain and tool runs in flight (dropped as they end), calls back
+the runs a middleware asked to watch, and reports tool runs to the middleware that claims their agent graph (a
+callback costs the agent far less than a ``wrap_tool_call`` hook). It also sees every chat model call: the
+steered call of a step is marked (:func:`steered_call`, or claimed by its run id with :meth:`RunEndGuard.claim`);
+any other call inside a watched agent graph (a model that another middleware, a tool or a subagent without
+rb-otel calls) is reported when it ends, with where it came from, so its usage counts in the run. Its methods are
+``run_inline`` (so a tool span is current while the tool runs) and must never raise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import logging
 import threading
+import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -27,13 +33,44 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.errors import GraphBubbleUp
 
-__all__ = ["RunEndGuard", "ToolObserver", "guard"]
+__all__ = ["ModelCall", "RunEndGuard", "ToolObserver", "guard", "steered_call"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
 #: Called when the watched chain run ends: ``(its exception or None, whether a child raised an interrupt)``.
 EndCallback = Callable[[BaseException | None, bool], None]
 _MAX_TRACKED = 200_000
+_MAX_DEPTH = 64  # parents walked from a model call up to its agent graph
+
+#: Set while a middleware's ``wrap_model_call`` calls the model of its step: that call is the step's own.
+_STEERED: contextvars.ContextVar[bool] = contextvars.ContextVar("rb_otel_steered_call", default=False)
+
+
+@contextlib.contextmanager
+def steered_call() -> Iterator[None]:
+    """Mark the model call made inside as the steered step's own (not a call to report)."""
+    token = _STEERED.set(True)
+    try:
+        yield
+    finally:
+        _STEERED.reset(token)
+
+
+@dataclass(slots=True)
+class ModelCall:
+    """A chat model call inside an agent graph that no step made: where it came from and when it started.
+
+    ``source``: ``middleware:<Name>`` (a middleware's node), ``tool:<name>`` (inside a tool, a subagent's calls
+    included), else ``node:<name>``; ``node`` is the chain run that called the model (a fallback of a failed
+    step calls from the same model node)."""
+
+    graph: UUID
+    node: UUID | None
+    source: str
+    model: str
+    provider: str
+    started: float = 0.0  # wall clock, seconds
+    started_perf: float = 0.0
 
 
 class ToolObserver(Protocol):
@@ -51,14 +88,18 @@ class ToolObserver(Protocol):
     def run_noted(self, graph: UUID, note: object) -> bool:
         """Another middleware of agent graph run ``graph`` reports ``note`` (``RunNote``); true if it was ours."""
 
+    def model_call_ended(self, call: ModelCall, reply: Any, error: BaseException | None) -> bool:
+        """A model call no step made in ``call.graph`` returned ``reply`` (an ``AIMessage``) or raised ``error``;
+        true if the graph was ours (recorded)."""
+
 
 class RunEndGuard(BaseCallbackHandler):
     """Maps chain runs to their parents, reports the end of watched runs and hands tool runs to observers."""
 
     run_inline = True
     raise_error = False
-    ignore_llm = True
-    ignore_chat_model = True
+    ignore_llm = False  # LangChain gates on_llm_end / on_llm_error (of chat models too) behind ignore_llm
+    ignore_chat_model = False
     ignore_retriever = True
     ignore_agent = False  # LangChain gates tool callbacks behind ignore_agent
     ignore_retry = True
@@ -71,6 +112,8 @@ class RunEndGuard(BaseCallbackHandler):
         self._lock = threading.Lock()
         self._observers: weakref.WeakSet[ToolObserver] = weakref.WeakSet()
         self._tools: dict[UUID, tuple[ToolObserver, object]] = {}
+        self._tool_names: dict[UUID, str] = {}  # tool runs in flight (their parent is in _parents too)
+        self._calls: dict[UUID, ModelCall] = {}  # model calls no step claimed, in flight
 
     # -- for middleware ------------------------------------------------------------------------------------
 
@@ -123,6 +166,71 @@ class RunEndGuard(BaseCallbackHandler):
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id, error)
 
+    def claim(self, run_id: UUID | None) -> None:
+        """The chat model run ``run_id`` is a step's own call (the model wrapper, which learns its run id only
+        once LangChain has announced the call)."""
+        if run_id is not None:
+            self._calls.pop(run_id, None)
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any] | None,
+        messages: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if _STEERED.get() or parent_run_id is None:
+            return  # a step's own call (the middleware records it), or not inside any graph
+        found = self._owner(parent_run_id)
+        if found is None:
+            return
+        graph, tool = found
+        meta = metadata or {}
+        node = str(meta.get("langgraph_node") or "")
+        source = f"tool:{tool}" if tool else (f"middleware:{node.split('.', 1)[0]}" if "." in node else f"node:{node}")
+        if len(self._calls) >= _MAX_TRACKED:
+            self._calls.clear()
+        model = str(meta.get("ls_model_name") or kwargs.get("name") or "")
+        provider = str(meta.get("ls_provider") or "")
+        self._calls[run_id] = ModelCall(graph, parent_run_id, source, model, provider, time.time(), time.perf_counter())
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        call = self._calls.pop(run_id, None) if self._calls else None
+        if call is not None:
+            generations = getattr(response, "generations", None) or [[]]
+            first = generations[0][0] if generations and generations[0] else None
+            self._model_call_ended(call, getattr(first, "message", None), None)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        call = self._calls.pop(run_id, None) if self._calls else None
+        if call is not None:
+            self._model_call_ended(call, None, error)
+
+    def _model_call_ended(self, call: ModelCall, reply: Any, error: BaseException | None) -> None:
+        for observer in list(self._observers):
+            try:
+                if observer.model_call_ended(call, reply, error):
+                    return
+            except Exception:
+                _log.warning("recording a model call failed", exc_info=True)
+
+    def _owner(self, parent: UUID) -> tuple[UUID, str] | None:
+        """The watched agent graph a run under ``parent`` belongs to, and the outermost tool on the way up."""
+        node: UUID | None = parent
+        tool = ""
+        watched, parents, tools = self._watched, self._parents, self._tool_names
+        for _ in range(_MAX_DEPTH):
+            if node is None:
+                return None
+            if node in watched:
+                return node, tool
+            tool = tools.get(node, tool)
+            node = parents.get(node)
+        return None
+
     def on_tool_start(
         self,
         serialized: dict[str, Any] | None,
@@ -133,10 +241,15 @@ class RunEndGuard(BaseCallbackHandler):
         inputs: Any = None,
         **kwargs: Any,
     ) -> None:
+        name = str((serialized or {}).get("name") or kwargs.get("name") or "")
+        if parent_run_id is not None:  # models a tool calls (a subagent's too) are found through it
+            if len(self._tool_names) >= _MAX_TRACKED:
+                self._tool_names.clear()
+            self._parents[run_id] = parent_run_id
+            self._tool_names[run_id] = name
         graph = self._parents.get(parent_run_id) if parent_run_id is not None else None
         if graph is None:
             return  # not a tool node's tool (or its graph is unknown): nothing to record
-        name = str((serialized or {}).get("name") or kwargs.get("name") or "")
         description = str((serialized or {}).get("description") or "")
         call_id = str(kwargs.get("tool_call_id") or "")
         for observer in list(self._observers):
@@ -158,6 +271,8 @@ class RunEndGuard(BaseCallbackHandler):
         self._tool_ended(run_id, None, error)
 
     def _tool_ended(self, run_id: UUID, output: Any, error: BaseException | None) -> None:
+        if self._tool_names.pop(run_id, None) is not None:
+            self._parents.pop(run_id, None)
         open_tool = self._tools.pop(run_id, None)
         if open_tool is None:
             return

@@ -29,6 +29,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from rb_otel.types import StepLogEntry
 
+from ._guard import guard
 from ._support import StepCall, reply_of
 from .middleware import ReasonBlocksMiddleware
 from .runs import AgentRun
@@ -112,6 +113,7 @@ class SteeredChatModel(BaseChatModel):
         run, call = self._before(messages)
         if call is None:
             return self._call(self.inner, messages, stop, run_manager, kwargs)
+        guard().claim(run_manager.run_id if run_manager is not None else None)  # this call is the step's own
         if call.chat is None:
             return _result(self.steering._stopped(run, call))
         try:
@@ -132,6 +134,7 @@ class SteeredChatModel(BaseChatModel):
         run, call = self._before(messages)
         if call is None:
             return await self._acall(self.inner, messages, stop, run_manager, kwargs)
+        guard().claim(run_manager.run_id if run_manager is not None else None)
         if call.chat is None:
             return _result(self.steering._stopped(run, call))
         try:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import TracePolicy, omit_payload
 
@@ -41,7 +43,7 @@ from rb_otel.telemetry import ChatInvocation
 from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, FSMState, RunFields, StepDecision, StepLogEntry
 
-from ._guard import guard
+from ._guard import ModelCall, guard, steered_call
 from ._support import ModelResult, StepCall, node_run_id, reply_of, steered_system_message
 from .lifecycle import RunTracker
 from .notes import HintGiven, TokensSaved
@@ -196,7 +198,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if call.chat is None:
             return self._stopped(run, call)
         try:
-            response = handler(call.request)
+            with steered_call():
+                response = handler(call.request)
         except BaseException as exc:
             self._model_failed(run, call, exc)
             raise
@@ -211,7 +214,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if call.chat is None:
             return self._stopped(run, call)
         try:
-            response = await handler(call.request)
+            with steered_call():
+                response = await handler(call.request)
         except BaseException as exc:
             self._model_failed(run, call, exc)
             raise
@@ -382,6 +386,59 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         elif isinstance(note, HintGiven):
             run.hints.append(note.rule)
         return True
+
+    # -- model calls no step made: the guard reports them when they end -----------------------------------
+
+    def model_call_ended(self, call: ModelCall, reply: Any, error: BaseException | None) -> bool:
+        """A model call in agent graph run ``call.graph`` that no step made: another middleware's, a tool's, a
+        subagent's (a ``chat`` span with ``rb.call.source``, its usage in the run's totals), or the fallback of a
+        step whose call failed in the same model node (the model wrapper under ``ModelFallbackMiddleware``: the
+        step's next attempt)."""
+        run = self._tracker.run_of(call.graph)
+        if run is None:
+            return False
+        try:
+            if run.failed is not None and run.failed[1] == call.node:
+                self._fallback_attempt(run, call, reply, error)
+                return True
+            tokens, details = 0, None
+            if isinstance(reply, AIMessage):
+                tokens, _, details = chat_response(reply)
+            run.recorder.model_call(
+                source=call.source,
+                request_model=call.model,
+                provider=call.provider,
+                start_time=call.started,
+                duration=time.perf_counter() - call.started_perf,
+                tokens=tokens,
+                response=details,
+                error=error,
+            )
+        except Exception:
+            _log.warning("recording a model call failed; continuing", exc_info=True)
+        return True
+
+    def _fallback_attempt(self, run: AgentRun, call: ModelCall, reply: Any, error: BaseException | None) -> None:
+        """The next attempt of the step whose call failed: its ``chat`` span, and the step ends with it."""
+        assert run.failed is not None
+        failed = run.failed[0]
+        decision = failed.decision
+        decision.entry.attempts += 1
+        chat = run.recorder.start_chat(
+            decision.entry,
+            request_model=call.model,
+            provider=call.provider,
+            steering_ms=decision.steering_ms,
+            start_time=call.started,
+            current=False,
+        )
+        if error is not None or not isinstance(reply, AIMessage):
+            chat.fail(error if error is not None else RuntimeError("the model returned no message"))
+            return  # still failed: a further fallback is its next attempt
+        run.failed = None
+        tokens, tool_calls, details = chat_response(reply)
+        chat.stop(details)
+        run.session.end_step(decision, tokens=tokens, tool_calls=tool_calls)
 
     # -- tool calls: the guard reports them as LangChain callbacks (cheaper for the agent than wrap_tool_call) --
 

@@ -185,3 +185,31 @@ def test_the_wrappers_fallback_call_is_the_step_it_is(otel: Otel) -> None:
     assert _attributes(first_backup)["rb.step"] == 0 and _attributes(first_backup)["rb.attempt"] == 2
     (run,) = otel.spans("invoke_agent")
     assert _attributes(run)["rb.tokens"] > 0 and _attributes(run)["rb.steps"] == len(log)
+
+
+def test_the_official_instrumentor_beside_rb_otel_is_named_once() -> None:
+    import subprocess
+    import sys
+
+    here = str(Path(__file__).resolve().parent)
+    code = f"""
+import logging, sys
+sys.path.insert(0, {here!r})
+logging.basicConfig(level=logging.WARNING)
+from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from langchain.agents import create_agent
+from conftest import add, calc_script
+from rb_otel import ReasonBlocks
+from rb_otel.testing import ScriptedChatModel
+provider = TracerProvider()
+LangChainInstrumentor().instrument(tracer_provider=provider)
+rb = ReasonBlocks(tracer_provider=provider)
+for _ in range(3):
+    agent = create_agent(ScriptedChatModel(script=calc_script(1)), [add], middleware=[rb.middleware(agent_name="c")])
+    agent.invoke({{"messages": [("user", "x")]}})
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("opentelemetry-instrumentation-genai-langchain is also instrumenting LangChain") == 1
+    assert "Run one or the other" in done.stderr

@@ -17,6 +17,7 @@ from rb_otel.types import ExperimentArm, FSMState, RunFields
 
 from ._guard import guard
 from ._support import node_run_id, thread_id_of_config
+from .peers import warn_if_instrumented_twice
 from .runs import AgentRun, RunRegistry
 
 __all__ = ["RunTracker"]
@@ -57,6 +58,7 @@ class RunTracker:
         self._guard = guard()
 
     def open(self, conversation_id: str = "", *, key: str | None = None) -> AgentRun:
+        warn_if_instrumented_twice()
         key = self._first_run_id or key or str(uuid.uuid4())
         self._first_run_id = None  # the given run_id names the first run; later runs get fresh ids
         steered = self._factory.open(

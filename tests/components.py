@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -217,3 +218,70 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
             with contextlib.suppress(OSError):
                 server.resume()
         server.stop()
+
+
+def _postgres_binary(name: str) -> str:
+    """``initdb`` / ``pg_ctl`` from Debian's ``postgresql`` (they live in /usr/lib/postgresql/N/bin)."""
+    found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
+    if found:
+        return str(found[-1])
+    return debian_binary(name, "postgresql")
+
+
+class PostgresServer:
+    """A real PostgreSQL (Debian's package) initialised by ``initdb`` in a temporary directory, served by
+    ``pg_ctl`` on a free port of 127.0.0.1, stopped by :meth:`stop`. As root it runs as the ``postgres`` user
+    (``initdb`` refuses root)."""
+
+    def __init__(self) -> None:
+        self.initdb = _postgres_binary("initdb")
+        self.pg_ctl = _postgres_binary("pg_ctl")
+        # a directory of its own: pytest's are readable by their owner only, and the server may run as postgres
+        self.directory = Path(tempfile.mkdtemp(prefix="rb-otel-postgres-"))
+        self.data = self.directory / "data"
+        self.port = free_port()
+        self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres?sslmode=disable"
+
+    def _as_owner(self, *args: str) -> list[str]:
+        if os.geteuid() != 0:
+            return list(args)
+        return ["runuser", "-u", "postgres", "--", *args]
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(self.directory, "postgres", "postgres")
+        subprocess.run(
+            self._as_owner(self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.directory} -F"
+        subprocess.run(
+            self._as_owner(
+                self.pg_ctl,
+                "-D",
+                str(self.data),
+                "-o",
+                options,
+                "-l",
+                str(self.directory / "log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ),
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
+
+    def stop(self) -> None:
+        subprocess.run(
+            self._as_owner(self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "-t", "30", "stop"),
+            check=False,
+            capture_output=True,
+            timeout=60,
+        )
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -104,8 +104,10 @@ class RunFactory:
         routing_ids: Mapping[FSMState, str] | None = None,
         experiment: ExperimentArm | None = None,
         steer: bool = True,
+        links: Sequence[str] = (),
     ) -> SteeredRun:
-        """A new run (its span opens when the session starts): ``run_id`` or a fresh UUID names it.
+        """A new run (its span opens when the session starts): ``run_id`` or a fresh UUID names it; ``links``
+        are the earlier parts of a run resumed in this process (their ``RunRecorder.part_id``).
 
         In an ``experiment``'s ``off`` arm the session scores and records but steers nothing (no guidance, no
         routing); the experiment, arm and unit are stamped after the caller's ``metadata``, so it cannot relabel
@@ -130,7 +132,7 @@ class RunFactory:
             scorer=self.scorer_name,
             experiment=experiment,
         )
-        recorder = self.telemetry.run(info)
+        recorder = self.telemetry.run(info, links=links)
         steer = steer and (experiment is None or experiment.arm == "on")
         session = self._new_session(
             run_id=key,
@@ -153,10 +155,12 @@ class RunFactory:
             routing_ids=self.routing_ids,
         )
 
-    def resume(self, run: SteeredRun) -> None:
-        """A run interrupted earlier continues: its session keeps going under a new run span."""
-        recorder = self.telemetry.run(run.recorder.info)
-        recorder.run_start(run.recorder.info.run_id, {})
+    def resume(self, run: SteeredRun, *, start_time: float | None = None) -> None:
+        """A run interrupted earlier continues: its session keeps going under a new run span, linked to the
+        previous part's (started at ``start_time``, seconds, when the part began before it was known)."""
+        previous = run.recorder.part_id
+        recorder = self.telemetry.run(run.recorder.info, links=[previous] if previous else ())
+        recorder.run_start(run.recorder.info.run_id, {}, start_time=start_time)
         run.recorder = recorder
         run.session.emitter = recorder
 

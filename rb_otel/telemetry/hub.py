@@ -8,7 +8,7 @@ import logging
 import math
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,9 +203,17 @@ class Telemetry:
             )
         return self._always_on
 
-    def run(self, info: RunInfo, *, parent: RunRecorder | None = None, new_trace: bool = False) -> RunRecorder:
+    def run(
+        self,
+        info: RunInfo,
+        *,
+        parent: RunRecorder | None = None,
+        new_trace: bool = False,
+        links: Sequence[str] = (),
+    ) -> RunRecorder:
         """A recorder for one run. Its span opens on ``run_start`` as a child of ``parent``'s run span (a sub-run),
-        else of the caller's current span; ``new_trace=True`` makes it the root of a trace of its own."""
+        else of the caller's current span; ``new_trace=True`` makes it the root of a trace of its own. ``links``:
+        the earlier parts of the run (``RunRecorder.part_id``), linked from its span (a resumed run)."""
         context = parent.context if parent is not None else (otel_context.Context() if new_trace else None)
         recorder = RunRecorder(
             info,
@@ -216,6 +224,7 @@ class Telemetry:
             batch_window=self.batch_window,
             events=self.events,
             uploads=self.uploads,
+            links=links,
         )
         with self._lock:
             self._recorders.add(recorder)
@@ -223,6 +232,12 @@ class Telemetry:
             self._watch_provider()
         process_exit.watch_process()
         return recorder
+
+    @property
+    def runs_in_flight(self) -> int:
+        """Runs whose ``invoke_agent`` span is open (started, not ended) in this telemetry."""
+        with self._lock:
+            return sum(1 for r in self._recorders if r.started and not r.finished)
 
     def end_runs_in_flight(self, outcome: str) -> int:
         """End every run of this telemetry that has not finished, with ``outcome`` (its child spans still open

@@ -61,6 +61,10 @@ RB_MONITOR_INJECTIONS: Final = "rb.monitor_injections"
 RB_STEP: Final = "rb.step"
 #: What made a ``chat`` span's model call when it was not a steered step: ``middleware:<Name>``, ``tool:<name>``.
 RB_CALL_SOURCE: Final = "rb.call.source"
+#: On the link from a resumed part's ``invoke_agent`` to the previous part's: what the link is.
+RB_LINK_TYPE: Final = "rb.link.type"
+#: ``rb.link.type`` of that link: the part of the same run that ended at an interrupt.
+LINK_PREVIOUS_PART: Final = "previous_part"
 #: On ``invoke_agent``: how many of the run's model calls reported no token usage (its totals leave them out).
 RB_USAGE_UNREPORTED: Final = "rb.usage.unreported"
 RB_DIFFICULTY: Final = "rb.difficulty"

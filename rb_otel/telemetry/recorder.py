@@ -75,8 +75,10 @@ class RunRecorder:
         batch_window: float = DEFAULT_BATCH_WINDOW,
         events: EventSink | None = None,
         uploads: CompletionUploads | None = None,
+        links: Sequence[str] = (),
     ) -> None:
         self.info = info
+        self._links = tuple(links)  # earlier parts of this run (part_id strings), linked from the run span
         self._tracer = tracer
         self._content = content
         self._parent = parent
@@ -135,6 +137,7 @@ class RunRecorder:
             kind=SpanKind.INTERNAL,
             attributes=self.info.start_attributes(),
             start_time=None if start_time is None else ns(start_time),
+            links=[link for link in map(_link_to, self._links) if link is not None],
         )
         self._ctx = trace.set_span_in_context(self._span)
         self._started_perf = time.perf_counter()
@@ -405,6 +408,16 @@ class RunRecorder:
         """The run's trace id as 32 hex digits (``""`` before the run span opened)."""
         return format(self._span.get_span_context().trace_id, "032x") if self._span is not None else ""
 
+    @property
+    def part_id(self) -> str:
+        """This part of the run (its ``invoke_agent`` span) as ``<trace id>-<span id>`` in hex: what the part that
+        resumes the run links to (kept in the agent's graph state, so another process can). ``""`` before the run
+        span opened or for a span that is not recorded."""
+        if self._span is None:
+            return ""
+        context = self._span.get_span_context()
+        return f"{context.trace_id:032x}-{context.span_id:016x}" if context.is_valid else ""
+
     def set_run_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
         """Add attributes to the run span (records' own run attributes, the experiment arm, ...)."""
         if attributes:
@@ -456,3 +469,18 @@ class RunRecorder:
             )
         finally:  # the run span ends whatever the meter does
             span.end(end_time=None if end_time is None else ns(end_time))
+
+
+def _link_to(part_id: str) -> trace.Link | None:
+    """A link to the ``invoke_agent`` span a :attr:`RunRecorder.part_id` names (``None`` for a malformed one)."""
+    trace_hex, _, span_hex = str(part_id).partition("-")
+    try:
+        context = trace.SpanContext(
+            int(trace_hex, 16),
+            int(span_hex, 16),
+            is_remote=True,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        )
+    except ValueError:
+        return None
+    return trace.Link(context, {n.RB_LINK_TYPE: n.LINK_PREVIOUS_PART}) if context.is_valid else None

@@ -32,6 +32,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
 
 __all__ = ["ModelCall", "RunEndGuard", "ToolObserver", "guard", "steered_call"]
 
@@ -54,6 +55,25 @@ def steered_call() -> Iterator[None]:
         yield
     finally:
         _STEERED.reset(token)
+
+
+@dataclass(slots=True)
+class EarlyTool:
+    """A tool that ran in a resumed agent graph before any run claimed the graph (a call approved at an
+    interrupt runs before the resumed part's first model call): kept for the run that resumes there."""
+
+    name: str
+    call_id: str
+    arguments: Any
+    description: str
+    started: float  # wall clock, seconds
+    ended: float | None = None
+    output: Any = None
+    error: BaseException | None = None
+
+
+#: Early tools kept per resumed graph, and resumed graphs remembered (oldest dropped first).
+_MAX_EARLY = 256
 
 
 @dataclass(slots=True)
@@ -114,6 +134,8 @@ class RunEndGuard(BaseCallbackHandler):
         self._tools: dict[UUID, tuple[ToolObserver, object]] = {}
         self._tool_names: dict[UUID, str] = {}  # tool runs in flight (their parent is in _parents too)
         self._calls: dict[UUID, ModelCall] = {}  # model calls no step claimed, in flight
+        self._resumed: dict[UUID, list[EarlyTool]] = {}  # graphs started by Command(resume=...), their early tools
+        self._early: dict[UUID, EarlyTool] = {}  # early tools in flight, by their tool run
 
     # -- for middleware ------------------------------------------------------------------------------------
 
@@ -152,6 +174,16 @@ class RunEndGuard(BaseCallbackHandler):
 
     # -- callbacks -----------------------------------------------------------------------------------------
 
+    def is_resume(self, graph: UUID) -> bool:
+        """Agent graph run ``graph`` was started with ``Command(resume=...)`` and no run has claimed it yet."""
+        return graph in self._resumed
+
+    def resumed(self, graph: UUID) -> list[EarlyTool] | None:
+        """Whether agent graph run ``graph`` was started with ``Command(resume=...)``: the tools that ran in it
+        before any run claimed it (handed over once), else ``None`` for a graph that is not a resume."""
+        with self._lock:
+            return self._resumed.pop(graph, None)
+
     def on_chain_start(
         self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
@@ -159,6 +191,11 @@ class RunEndGuard(BaseCallbackHandler):
         if len(parents) >= _MAX_TRACKED:  # only leaks if chains never end; bound it anyway
             parents.clear()
         parents[run_id] = parent_run_id
+        if type(inputs) is Command and inputs.resume is not None:  # a graph resumed from its checkpoint
+            with self._lock:
+                self._resumed[run_id] = []
+                while len(self._resumed) > _MAX_EARLY:
+                    self._resumed.pop(next(iter(self._resumed)))
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id, None)
@@ -263,6 +300,11 @@ class RunEndGuard(BaseCallbackHandler):
                     self._tools.clear()
                 self._tools[run_id] = (observer, handle)
                 return
+        early = self._resumed.get(graph) if self._resumed else None
+        if early is not None and len(early) < _MAX_EARLY:  # no run has claimed this resumed graph yet
+            tool = EarlyTool(name, call_id, inputs, description, time.time())
+            early.append(tool)
+            self._early[run_id] = tool
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._tool_ended(run_id, output, None)
@@ -273,6 +315,9 @@ class RunEndGuard(BaseCallbackHandler):
     def _tool_ended(self, run_id: UUID, output: Any, error: BaseException | None) -> None:
         if self._tool_names.pop(run_id, None) is not None:
             self._parents.pop(run_id, None)
+        early = self._early.pop(run_id, None) if self._early else None
+        if early is not None:
+            early.ended, early.output, early.error = time.time(), output, error
         open_tool = self._tools.pop(run_id, None)
         if open_tool is None:
             return
@@ -284,6 +329,9 @@ class RunEndGuard(BaseCallbackHandler):
 
     def _ended(self, run_id: UUID, error: BaseException | None) -> None:
         parent = self._parents.pop(run_id, None)
+        if self._resumed and run_id in self._resumed:
+            with self._lock:
+                self._resumed.pop(run_id, None)
         if error is not None and parent is not None and isinstance(error, GraphBubbleUp):
             self._interrupted.add(parent)  # a node raised an interrupt: its graph ends "cleanly" but paused
         if run_id not in self._watched:

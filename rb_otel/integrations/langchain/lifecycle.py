@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
@@ -16,11 +16,19 @@ from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
 from rb_otel.types import ExperimentArm, FSMState, RunFields
 
 from ._guard import guard
+from ._messages import identify_model
 from ._support import node_run_id, thread_id_of_config
 from .peers import warn_if_instrumented_twice
+from .resume import record_early_tools, replay, restore_log, resumable
 from .runs import AgentRun, RunRegistry
 
 __all__ = ["RunTracker"]
+
+
+def _matches(run: AgentRun, state: tuple[str, list[Any], str] | None) -> bool:
+    """The run kept in memory is the one the graph state continues (not one another worker has moved on)."""
+    return state is None or (state[0] == run.key and len(state[1]) == len(run.session.step_log))
+
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 #: Interrupted runs kept for a resume on their checkpointer thread (oldest dropped first).
@@ -57,7 +65,14 @@ class RunTracker:
         self._lock = threading.Lock()
         self._guard = guard()
 
-    def open(self, conversation_id: str = "", *, key: str | None = None) -> AgentRun:
+    def open(
+        self,
+        conversation_id: str = "",
+        *,
+        key: str | None = None,
+        links: Sequence[str] = (),
+        start_time: float | None = None,
+    ) -> AgentRun:
         warn_if_instrumented_twice()
         key = self._first_run_id or key or str(uuid.uuid4())
         self._first_run_id = None  # the given run_id names the first run; later runs get fresh ids
@@ -68,35 +83,45 @@ class RunTracker:
             conversation_id=conversation_id,
             routing_ids=self._routing_ids,
             experiment=self._experiment,
+            links=links,
         )
         session, recorder = steered.session, steered.recorder
+        if start_time is not None:
+            recorder.run_start(key, {}, start_time=start_time)  # the part began with a tool, before this hook
         session.start()
         run = AgentRun(key=key, session=session, recorder=recorder, in_context_manager=self.cm_depth > 0)
         self.runs.add(run)
         return run
 
-    def current(self) -> AgentRun | None:
+    def current(self, request: Any = None) -> AgentRun | None:
         """The run of the agent graph invocation this hook belongs to, started on its first hook.
 
         Runs are keyed by the graph's own chain run (known to the guard), so no graph node is needed to start
-        or finish them; a run interrupted on a checkpointer thread continues, under a new span, when that thread
-        resumes.
+        or finish them. A graph resumed from its checkpoint (``Command(resume=...)``) continues its run: from
+        memory when this middleware ran the part before, else from the graph state in ``request`` (a model
+        call's ``ModelRequest``: ``resume.py``), whichever process ran it.
         """
         graph = self._guard.graph_run_of(node_run_id())
         if graph is None:
             return None  # not inside a LangGraph run we could identify: call through unsteered
-        return self._run_for(graph)
+        return self._run_for(graph, request)
 
     def run_of(self, graph: uuid.UUID) -> AgentRun | None:
         """The run of agent graph run ``graph`` for a tool or a companion's note: a started run, or one resuming
-        on this thread (a tool runs after a model call started its run, except when an interrupted run resumes
-        inside a tool). ``None`` when the graph is not one of ours."""
+        in memory on this thread inside a tool (an agent nested in another graph, which sees no resume command).
+        ``None`` when the graph is not one of ours; a tool of a resumed graph that runs before its first model call
+        is kept by the guard for the run that resumes there."""
         run = self._by_graph.get(graph)
-        if run is None and self._interrupted and thread_id_of_config() in self._interrupted:
+        if (
+            run is None
+            and self._interrupted
+            and not self._guard.is_resume(graph)
+            and thread_id_of_config() in self._interrupted
+        ):
             run = self._run_for(graph)
         return run
 
-    def _run_for(self, graph: uuid.UUID) -> AgentRun:
+    def _run_for(self, graph: uuid.UUID, request: Any = None) -> AgentRun:
         run = self._by_graph.get(graph)
         if run is not None:
             run.touched = time.monotonic()
@@ -105,19 +130,40 @@ class RunTracker:
             run = self._by_graph.get(graph)
             if run is None:
                 self.runs.sweep(self.expire)
-                run = self._start_for(graph)
+                run = self._start_for(graph, request)
                 self._by_graph[graph] = run
         self._guard.watch(graph, lambda error, interrupted: self._graph_ended(graph, run, error, interrupted))
         return run
 
-    def _start_for(self, graph: uuid.UUID) -> AgentRun:
+    def _start_for(self, graph: uuid.UUID, request: Any) -> AgentRun:
         thread = thread_id_of_config()
-        resumed = self._interrupted.pop(thread, None) if thread else None
-        if resumed is not None and not resumed.session.finished:
-            self._factory.resume(resumed)
-            self.runs.add(resumed)
-            return resumed
-        return self.open(thread, key=str(graph))
+        early = self._guard.resumed(graph)  # None: not started by a resume command
+        kept = self._interrupted.pop(thread, None) if thread else None
+        state = resumable(getattr(request, "state", None)) if early is not None else None
+        begun = min((t.started for t in early or ()), default=None)
+        if kept is not None and not kept.session.finished and _matches(kept, state):
+            self._factory.resume(kept, start_time=begun)
+            kept.run_id_in_state = False  # the new part writes its own rb_part
+            self.runs.add(kept)
+            run = kept
+        elif state is not None:
+            run = self._restored(thread, state, request, begun)
+        else:
+            return self.open(thread, key=str(graph))
+        record_early_tools(run, early or (), capture=self._factory.capture_content)
+        return run
+
+    def _restored(self, thread: str, state: tuple[str, list[Any], str], request: Any, begun: float | None) -> AgentRun:
+        """The run the graph state describes, continued here: its session rebuilt by replaying its turns."""
+        key, log, previous = state
+        run = self.open(thread, key=key, links=[previous] if previous else (), start_time=begun)
+        try:
+            model_id = identify_model(request.model).model_id
+            replay(run.session, list(request.messages), len(log), model_id)
+            restore_log(run.session, log)
+        except Exception:
+            _log.warning("rebuilding run %s from the graph state failed; it continues from here", key, exc_info=True)
+        return run
 
     def _graph_ended(self, graph: uuid.UUID, run: AgentRun, error: BaseException | None, interrupted: bool) -> None:
         """The agent graph's own chain run ended: finish its run (deferred to ``__exit__`` inside ``with``)."""

@@ -225,7 +225,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _before_model(self, request: ModelRequest[Any]) -> tuple[AgentRun | None, StepCall | None]:
         try:
-            run = self._tracker.current()
+            run = self._tracker.current(request)
             if run is None:
                 return None, None
             return run, self._steer(run, request)

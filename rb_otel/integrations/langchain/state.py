@@ -42,6 +42,9 @@ class RBState(AgentState[Any]):
 
     rb_run_id: NotRequired[Annotated[str, OmitFromInput]]
     rb_step_log: NotRequired[Annotated[list[dict[str, Any]], OmitFromInput, add_steps]]
+    #: The part of the run that last ran (``<trace id>-<span id>`` of its ``invoke_agent``): a worker that
+    #: resumes the thread links its part to it (``resume.py``).
+    rb_part: NotRequired[Annotated[str, OmitFromInput]]
 
 
 class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):
@@ -61,7 +64,8 @@ class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):
         elif isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
         values: dict[str, Any] = {"rb_step_log": [entry.as_dict()]}
-        if not run.run_id_in_state:  # a channel written once per run, not on every step
+        if not run.run_id_in_state:  # channels written once per part of a run, not on every step
             values["rb_run_id"] = run.key
+            values["rb_part"] = run.recorder.part_id
             run.run_id_in_state = True
         return ExtendedModelResponse(model_response=response, command=Command(update=values))

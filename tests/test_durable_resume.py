@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from components import PostgresServer
 
+from rb_otel.report.traces import load_runs
 from rb_otel.telemetry.otlp_json import read_spans
 
 WORKER = Path(__file__).resolve().parent / "resume_worker.py"
@@ -71,6 +72,10 @@ def _check_resume(checkpointer: str, tmp_path: Path) -> None:
     assert [t["parentSpanId"] for t in tools] == [p["spanId"] for p in parts_b]  # each approved tool, its part
     steps = sorted(int(_attributes(s)["rb.step"]) for s in spans_b if s["name"].startswith("chat"))
     assert steps == [1, 2]  # the resumed part's steps go on from the first part's
+    # rb-otel report and ab-report see one run: its last part's outcome, every part's steps and tokens
+    (joined,) = load_runs([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])[0]
+    assert (joined.run_id, joined.outcome, joined.parts, len(joined.steps)) == (first["rb_run_id"], "success", 3, 3)
+    assert joined.attributes["rb.tokens"] == sum(e["tokens"] for e in whole["rb_step_log"])
 
 
 def test_a_run_resumed_by_another_process_from_sqlite_is_the_same_run(tmp_path: Path) -> None:

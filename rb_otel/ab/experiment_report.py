@@ -76,7 +76,7 @@ def _tokens(run: ReportRun) -> int | None:
 
 
 def _cost(runs: Sequence[ReportRun], prices: Prices | None) -> dict[str, Any]:
-    steps = [s for r in runs for s in r.steps]
+    steps = [s for r in runs for s in (*r.steps, *r.calls)]  # every model call costs, a step or not
     cost: dict[str, Any] = {
         "input_tokens": sum(s.input_tokens for s in steps),
         "output_tokens": sum(s.output_tokens for s in steps),

@@ -63,7 +63,10 @@ class ReportRun:
     steps: list[ReportStep] = field(default_factory=list)
     scorer: str = ""
     risk: float | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)  # the run span's own
+    attributes: dict[str, Any] = field(default_factory=dict)  # the run span's own (the last part's, joined)
+    #: Model calls in the run that were no step (``rb.call.source``: another middleware's, a tool's).
+    calls: list[ReportStep] = field(default_factory=list)
+    parts: int = 1  # invoke_agent spans of the run: a run interrupted and resumed has one per part
 
     @property
     def states(self) -> list[str]:
@@ -202,11 +205,56 @@ def load_runs(paths: Iterable[str | Path]) -> tuple[list[ReportRun], list[str]]:
         for kid in kids:
             name = str(kid.get("name", ""))
             if name.startswith("chat"):
-                step = _step(kid)
-                run.scorer = run.scorer or str(_attributes(kid.get("attributes")).get("rb.scorer") or "")
-                run.steps.append(step)
+                kid_attributes = _attributes(kid.get("attributes"))
+                if "rb.call.source" in kid_attributes:  # a model call that was no step
+                    run.calls.append(_step(kid))
+                    continue
+                run.scorer = run.scorer or str(kid_attributes.get("rb.scorer") or "")
+                run.steps.append(_step(kid))
             elif name.startswith("execute_tool") and run.steps:
                 run.steps[-1].tools.append(_tool(kid))  # a tool runs after the model call that asked for it
         runs.append(run)
     runs.sort(key=lambda r: r.start)
-    return runs, problems
+    return _joined(runs), problems
+
+
+#: Run-span totals that add up across the parts of one run.
+_SUMMED = ("rb.tokens", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "rb.usage.unreported", "rb.steps")
+
+
+def _joined(runs: list[ReportRun]) -> list[ReportRun]:
+    """One run per ``rb.run_id``: the parts of a run interrupted and resumed (each its own ``invoke_agent``, in
+    its own trace, maybe from another worker) joined in start order; the outcome and the run attributes are the
+    last part's, the totals the sum of every part's, the steps all of them."""
+    by_id: dict[str, list[ReportRun]] = defaultdict(list)
+    for run in runs:
+        by_id[run.run_id].append(run)
+    joined = []
+    for parts in by_id.values():
+        if len(parts) == 1:
+            joined.append(parts[0])
+            continue
+        first, last = parts[0], parts[-1]
+        attributes = dict(last.attributes)
+        for key in _SUMMED:
+            values = [p.attributes[key] for p in parts if isinstance(p.attributes.get(key), int)]
+            if values:
+                attributes[key] = sum(values)
+        joined.append(
+            ReportRun(
+                run_id=first.run_id,
+                agent=first.agent,
+                outcome=last.outcome,
+                start=first.start,
+                end=last.end,
+                trace_id=first.trace_id,
+                steps=[step for part in parts for step in part.steps],
+                scorer=first.scorer or last.scorer,
+                risk=last.risk,
+                attributes=attributes,
+                calls=[call for part in parts for call in part.calls],
+                parts=len(parts),
+            )
+        )
+    joined.sort(key=lambda r: r.start)
+    return joined

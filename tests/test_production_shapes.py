@@ -11,6 +11,7 @@ from typing import Any
 from conftest import Otel, add, calc_script
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
+from usage_matrix import _InOrder
 
 from rb_otel import ReasonBlocks
 from rb_otel.ab.experiment_report import report as ab_report
@@ -82,17 +83,6 @@ def test_a_reply_with_usage_in_the_last_chunk_only_counts_it(otel: Otel) -> None
 
 
 # -- every model call in the run is on the run ----------------------------------------------------------------
-
-
-class _InOrder(ScriptedChatModel):
-    """Answers its i-th call with ``script[i]`` whatever the prompt holds (a summarized history is shorter)."""
-
-    calls: int = 0
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-        index, self.calls = self.calls, self.calls + 1
-        answered = ScriptedChatModel(script=[self.script[min(index, len(self.script) - 1)]])
-        return answered._generate(messages, stop, run_manager, **kwargs)
 
 
 def _long_script(n: int) -> list[AIMessage]:

@@ -283,9 +283,13 @@ class SqliteSummaryStore:
     def _check_tables(self) -> None:
         """A SQLite file is ours, or holds no table: checked on a read-only connection, so a foreign database is
         refused before anything (a journal mode, a table) is written to it."""
+        with contextlib.closing(sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            self._refuse_foreign(db)
+
+    def _refuse_foreign(self, db: sqlite3.Connection) -> None:
+        """Raise unless the database holds our tables or none (another application's is named by its tables)."""
         try:
-            with contextlib.closing(sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)) as db:
-                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             raise BaselineStoreError(f"{self.url}: not a baseline store ({exc})") from None
         others = sorted(t for t in tables - _OURS if not t.startswith("sqlite_"))
@@ -311,15 +315,7 @@ class SqliteSummaryStore:
         raise BaselineStoreError(f"{self.url}: not a baseline store ({problem})")
 
     def _initialise(self, db: sqlite3.Connection) -> None:
-        try:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as exc:
-            raise BaselineStoreError(f"{self.url}: not a baseline store ({exc})") from None
-        others = sorted(t for t in tables - _OURS if not t.startswith("sqlite_"))
-        if others and "rb_baselines_meta" not in tables:
-            raise BaselineStoreError(
-                f"{self.url}: not a baseline store (a SQLite database holding {', '.join(others[:5])})"
-            )
+        self._refuse_foreign(db)  # again: another process may have created the file since it was checked
         db.execute("BEGIN IMMEDIATE")
         try:
             for statement in filter(str.strip, _SCHEMA.split(";")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents.middleware import ModelRequest, ModelResponse
@@ -10,14 +11,17 @@ from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.config import get_config
 
+from rb_otel.integrations.langchain._messages import last_turn
 from rb_otel.steering.memo import IdentityMemo
 from rb_otel.steering.rendering import system_blocks
+from rb_otel.steering.session import SteeringSession
 from rb_otel.telemetry import ChatInvocation
 from rb_otel.types import StepDecision
 
 __all__ = [
     "ModelResult",
     "StepCall",
+    "begin_model_step",
     "node_run_id",
     "reply_of",
     "steered_system_message",
@@ -79,6 +83,25 @@ def steered_system_message(
     if not blocks:
         return None  # not remembered: nothing to build
     return _STEERED.put(message, SystemMessage(content=blocks), (guidance, cache_control))  # type: ignore[arg-type]
+
+
+def begin_model_step(session: SteeringSession, messages: Sequence[Any], model_id: str) -> StepDecision:
+    """Begin the step of a model call about to be made on ``messages`` (the conversation, no system message):
+    the first call's path for a run's first step, else the turn the history ends with. The middleware does it
+    live; a resumed run replays it (``resume.py``)."""
+    if not session.steps_begun:
+        return session.begin_step(thought=None, model_id=model_id)
+    turn = last_turn(messages)
+    return session.begin_step(
+        thought=turn.thought,
+        action=turn.action,
+        action_input=turn.action_input,
+        observation=turn.observation,
+        model_id=model_id,
+        error=turn.observation_error,
+        reasoning=turn.reasoning,
+        tokens=turn.tokens,
+    )
 
 
 def node_run_id() -> uuid.UUID | None:

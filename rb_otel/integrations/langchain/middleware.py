@@ -32,7 +32,6 @@ from rb_otel.integrations.langchain._messages import (
     ModelIdentity,
     chat_response,
     identify_model,
-    last_turn,
     message_text,
 )
 from rb_otel.integrations.langchain.stopping import ON_SKIP, STOPPED, stop_message, was_stopped
@@ -44,7 +43,7 @@ from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, FSMState, RunFields, StepDecision, StepLogEntry
 
 from ._guard import ModelCall, guard, steered_call
-from ._support import ModelResult, StepCall, node_run_id, reply_of, steered_system_message
+from ._support import ModelResult, StepCall, begin_model_step, node_run_id, reply_of, steered_system_message
 from .lifecycle import RunTracker
 from .notes import HintGiven, TokensSaved
 from .routing import ModelRouter
@@ -242,20 +241,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             if node is not None and node == node_run_id():  # the same model node calls again: a retry
                 return self._attempt_again(run, failed, request, own_model, same_model=request.model is given)
             session.discard_step(failed.decision)  # the failed call was not tried again: its step is dropped
-        if session.steps_begun:
-            turn = last_turn(request.messages)
-            decision = session.begin_step(
-                thought=turn.thought,
-                action=turn.action,
-                action_input=turn.action_input,
-                observation=turn.observation,
-                model_id=own_model.model_id,
-                error=turn.observation_error,
-                reasoning=turn.reasoning,
-                tokens=turn.tokens,
-            )
-        else:
-            decision = session.begin_step(thought=None, model_id=own_model.model_id)
+        decision = begin_model_step(session, request.messages, own_model.model_id)
         if decision.state is FSMState.SKIP and self.on_skip == "stop" and not self._passthrough:
             return StepCall(decision, request, None)  # no model call: the run ends here (``_stopped``)
         return self._prepared(run, decision, request, own_model, route=True)

@@ -21,7 +21,8 @@ from rb_otel.steering.session import SteeringSession
 from rb_otel.types import StepLogEntry
 
 from ._guard import EarlyTool
-from ._messages import chat_response, last_turn
+from ._messages import chat_response
+from ._support import begin_model_step
 from .runs import AgentRun
 from .tool_calls import OpenTool
 
@@ -52,21 +53,8 @@ def replay(session: SteeringSession, messages: Sequence[BaseMessage], steps: int
     emitter, session.emitter = session.emitter, None
     try:
         replies = [i for i, m in enumerate(messages) if isinstance(m, AIMessage)][:steps]
-        for k, index in enumerate(replies):
-            if k == 0:
-                decision = session.begin_step(thought=None, model_id=model_id)
-            else:
-                turn = last_turn(messages[:index])
-                decision = session.begin_step(
-                    thought=turn.thought,
-                    action=turn.action,
-                    action_input=turn.action_input,
-                    observation=turn.observation,
-                    model_id=model_id,
-                    error=turn.observation_error,
-                    reasoning=turn.reasoning,
-                    tokens=turn.tokens,
-                )
+        for index in replies:
+            decision = begin_model_step(session, messages[:index], model_id)
             reply = messages[index]
             assert isinstance(reply, AIMessage)
             tokens, tool_calls, _ = chat_response(reply)

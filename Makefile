@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: docs mutate train-pilot demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
+.PHONY: docs mutate train-pilot half-split demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,15 @@ unit: $(STAMP)
 	@$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
-## train-pilot: fit the pilot scorer on ../shared/data/signal; writes rb_otel/steering/pilot_weights.json and
+## train-pilot: fit the pilot scorer on tests/fixtures/signal (the development runs); writes rb_otel/steering/pilot_weights.json and
 ## training/pilot_report.json (out-of-sample figures: task-grouped folds and across sources)
 train-pilot: $(STAMP)
 	$(BIN)/python training/train_pilot.py
+
+## half-split: docs/signal.md's measured table: each development source fitted on half its task groups, tested on
+## the other half (seeds 5-9); writes training/half_split_report.json (about 15 minutes on two cores)
+half-split: $(STAMP)
+	$(BIN)/python training/half_split.py --json training/half_split_report.json
 
 ## mutate: mutation testing (mutmut) of redaction, the FSM, the heuristic and the new importers; docs/mutation.md has the score
 mutate: $(STAMP)

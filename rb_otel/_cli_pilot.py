@@ -43,8 +43,11 @@ def _train(args: argparse.Namespace) -> int:
         return 1
     fsm = result.model.fsm
     forced = "" if result.report.trusted else " (not trusted: written because of --force)"
-    print(f"wrote {result.written}{forced}: {result.model.version}, SKIP when the risk stays above "
-          f"{fsm['skip_threshold']:.3f} for {int(fsm['skip_window'])} steps", file=sys.stderr)  # fmt: skip
+    if result.report.skip_on:
+        skip = f"SKIP when the risk stays above {fsm['skip_threshold']:.3f} for {int(fsm['skip_window'])} steps"
+    else:
+        skip = "SKIP off (no threshold kept the false-stop budget on runs it never saw); SLOW on"
+    print(f"wrote {result.written}{forced}: {result.model.version}, {skip}", file=sys.stderr)
     return 0
 
 

@@ -32,14 +32,14 @@ from rb_otel.training.dataset import LabelledRun
 from rb_otel.training.features import extract, prior_of
 from rb_otel.training.fit import CANDIDATES, TEXT_BITS, fit_candidate
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "signal"
+#: The development runs, in the repository (tests/fixtures/NOTICE), so a fresh clone trains on them.
+SIGNAL = Path(__file__).resolve().parent / "fixtures" / "signal"
 
 
 @pytest.fixture(scope="module")
 def tau2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    archive = SHARED / "tau2_grok.tar.xz"
-    if not archive.is_file():
-        pytest.skip(f"{archive} is not there (the project's shared data, beside the checkout)")
+    archive = SIGNAL / "tau2_grok.tar.xz"
+    assert archive.is_file(), f"{archive} is missing (a fixture of the repository)"
     root = tmp_path_factory.mktemp("tau2")
     with tarfile.open(archive) as tar:
         tar.extractall(root, filter="data")
@@ -49,7 +49,7 @@ def tau2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def trained(tau2: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     out = tmp_path_factory.mktemp("model") / "pilot.json"
-    return train([tau2], out=out, force=True, shuffles=1), out
+    return train([tau2], out=out, force=True, shuffles=1, permutations=19), out
 
 
 # -- the fit on real runs ------------------------------------------------------------------------------------
@@ -58,7 +58,8 @@ def trained(tau2: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_train_reports_out_of_fold_figures_and_writes_a_versioned_model(trained: Any) -> None:
     result, out = trained
     report = result.report
-    assert report.runs == 586 and report.failed == 321 and report.groups == 57  # tau2 grouped by user scenario
+    # tau2 grouped by user scenario, and one customer across domain variants (airline/8, airline-relaxed/8) joined
+    assert report.runs == 586 and report.failed == 321 and report.groups == 56
     names = [f.name for f in report.last_step]
     assert names == ["fit, score at the last step", "characters written", "steps"]
     assert all(0.0 <= f.auroc <= 1.0 for f in report.last_step)
@@ -74,7 +75,9 @@ def test_train_reports_out_of_fold_figures_and_writes_a_versioned_model(trained:
     assert trained_on["failure_rate"] == round(321 / 586, 4) and trained_on["date"].startswith("20")
     assert "llm_agent:airline|grok-3" in trained_on["agents"]
     assert data["features"] == list(FEATURES)
-    assert data["skip"]["max_false_stops"] == 0.01 and data["fsm"]["skip_window"] == 3
+    assert data["skip"]["max_false_stops"] == 0.01 and data["fsm"]["skip_window"] in (2, 3, 5)
+    assert data["skip"]["on"] == float(report.skip_on)  # off when no threshold held the bound on unseen runs
+    assert data["trained"]["permutation_test"]["permutations"] == 19
     model = PilotModel.load(out)
     assert model.version == PILOT_V2 and model.fsm["skip_threshold"] >= model.fsm["slow_threshold"]
 
@@ -93,9 +96,12 @@ def test_the_fitted_model_loads_everywhere_a_pilot_does(trained: Any, tau2: Path
 
 def test_the_thresholds_keep_the_false_stop_budget_on_the_fits_own_scores(trained: Any) -> None:
     result, _ = trained
+    from rb_otel.evaluation.metrics import wilson_upper
+
     skip = next(s for s in result.report.stopping if "SKIP" in s.rule)
-    # cross-fitted: chosen without the runs they judge, so a little over the budget is possible, not much
-    assert skip.stopped_successful <= 0.03
+    # cross-fitted (chosen without the runs they judge), and held as an upper bound, not only on average
+    successful = result.report.runs - result.report.failed
+    assert wilson_upper(round(skip.stopped_successful * successful), successful) <= 0.01
 
 
 # -- the runtime score is the training definition -----------------------------------------------------------

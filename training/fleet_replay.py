@@ -1,7 +1,7 @@
 """The development coding runs replayed by a fleet of worker processes: sharing one SQLite baseline store, or each
 learning alone (its own memory), as ``docs/fleet.md`` reports.
 
-    python training/fleet_replay.py [--data ../shared/data/signal] [--workers 10] [--pilot-model FILE]
+    python training/fleet_replay.py [--data tests/fixtures/signal] [--workers 10] [--pilot-model FILE]
 
 Worker ``i`` of ``n`` takes runs ``i, i+n, i+2n, ...`` in file order; the workers run at the same time, so with a
 shared store each one's runs are scored against every run any worker finished before. Each run is scored through
@@ -72,7 +72,7 @@ def replay(folder: Path, workers: int, shared: str | None, model: str | None) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "signal"))
+    parser.add_argument("--data", default=str(ROOT / "tests" / "fixtures" / "signal"))
     parser.add_argument("--workers", type=int, nargs="+", default=[10, 50])
     parser.add_argument("--pilot-model", default=None)
     args = parser.parse_args()

@@ -1,6 +1,6 @@
-"""Train the pilot scorer from the labelled runs in ``shared/data/signal`` and report how well it transfers.
+"""Train the pilot scorer from the labelled runs in ``tests/fixtures/signal`` and report how well it transfers.
 
-    python training/train_pilot.py [--data ../shared/data/signal] [--out rb_otel/steering/pilot_weights.json]
+    python training/train_pilot.py [--data tests/fixtures/signal] [--out rb_otel/steering/pilot_weights.json]
 
 (``make train-pilot``.) Reproducible: the runs are read in file order through the package's own importers,
 features come from the same ``PilotRun`` code the scorer runs live, and the fit is deterministic (IRLS).
@@ -349,7 +349,7 @@ def cross_validate(runs: list[Run], k: int = 5) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "signal"))
+    parser.add_argument("--data", default=str(ROOT / "tests" / "fixtures" / "signal"))
     parser.add_argument("--out", default=str(ROOT / "rb_otel" / "steering" / "pilot_weights.json"))
     parser.add_argument("--report", default=str(ROOT / "training" / "pilot_report.json"))
     args = parser.parse_args()

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rb_otel.evaluation.metrics import auroc
+from rb_otel.evaluation.metrics import auroc, oriented_auroc
 
 __all__ = [
     "EARLY_STEPS",
@@ -59,6 +59,10 @@ class EarlyRow:
     score: float
     chars: float
     prompt_tokens: float
+    #: The baselines' directions (+1: more means failure, -1: less, 0: the folds disagreed), when they were
+    #: oriented on the training side (``early_warning(..., folds=...)``); +1 when not oriented.
+    chars_sign: int = 1
+    prompt_sign: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -68,31 +72,59 @@ class EarlyRow:
             "auroc_score": self.score,
             "auroc_chars_so_far": self.chars,
             "auroc_prompt_tokens_so_far": self.prompt_tokens,
+            "chars_direction": self.chars_sign,
+            "prompt_tokens_direction": self.prompt_sign,
         }
 
+    @property
+    def best_baseline(self) -> float:
+        """The stronger of the two same-prefix baselines (``nan`` when neither is known)."""
+        known = [v for v in (self.chars, self.prompt_tokens) if not math.isnan(v)]
+        return max(known) if known else float("nan")
 
-def early_warning(runs: Sequence[RunTrace], steps: Sequence[int] = EARLY_STEPS) -> list[EarlyRow]:
-    """One row per ``k`` in ``steps`` with both outcomes among the runs still going at step k."""
+
+def early_warning(
+    runs: Sequence[RunTrace], steps: Sequence[int] = EARLY_STEPS, *, folds: Sequence[int] | None = None
+) -> list[EarlyRow]:
+    """One row per ``k`` in ``steps`` with both outcomes among the runs still going at step k. With ``folds`` (a
+    fold per run, task-grouped) the baselines are oriented on the training side (``oriented_auroc``): a baseline
+    that predicts failure by being small counts as strong as it is."""
     rows = []
     for k in steps:
-        going = [r for r in runs if len(r.scores) >= k]
+        index = [i for i, r in enumerate(runs) if len(r.scores) >= k]
+        going = [runs[i] for i in index]
         y = [r.failed for r in going]
         if len(set(y)) < 2:
             continue
+        chars = [float(r.chars[k - 1]) for r in going]
+        prompt = [float(r.prompt_tokens[k - 1]) for r in going]
+        chars_sign = prompt_sign = 1
+        if folds is None:
+            chars_auroc, prompt_auroc = auroc(y, chars), _known_auroc(y, prompt)
+        else:
+            fold = [folds[i] for i in index]
+            oriented = oriented_auroc(y, chars, fold)
+            chars_auroc, chars_sign = oriented.auroc, oriented.sign
+            prompt_auroc = float("nan")
+            if any(prompt):
+                oriented = oriented_auroc(y, prompt, fold)
+                prompt_auroc, prompt_sign = oriented.auroc, oriented.sign
         rows.append(
             EarlyRow(
                 k=k,
                 runs=len(going),
                 failed=sum(y),
                 score=auroc(y, [r.scores[k - 1] for r in going]),
-                chars=auroc(y, [r.chars[k - 1] for r in going]),
-                prompt_tokens=_known_auroc(y, [r.prompt_tokens[k - 1] for r in going]),
+                chars=chars_auroc,
+                prompt_tokens=prompt_auroc,
+                chars_sign=chars_sign,
+                prompt_sign=prompt_sign,
             )
         )
     return rows
 
 
-def _known_auroc(y: list[bool], values: list[int]) -> float:
+def _known_auroc(y: list[bool], values: Sequence[float]) -> float:
     """AUROC of a baseline the harness may not report (all zero: ``nan``, shown as n/a)."""
     return auroc(y, values) if any(values) else float("nan")
 

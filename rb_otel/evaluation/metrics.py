@@ -7,12 +7,14 @@ task together) when clusters are given, so a task tried many times does not narr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["auroc", "auroc_interval", "calibration_bins", "rank_average"]
+__all__ = ["Oriented", "auroc", "auroc_interval", "calibration_bins", "oriented_auroc", "rank_average", "wilson_upper"]
 
 
 def rank_average(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -37,6 +39,50 @@ def auroc(failed: Sequence[bool] | NDArray[np.bool_], scores: Sequence[float] | 
         return float("nan")
     ranks = rank_average(s)
     return float((ranks[y].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
+@dataclass(frozen=True, slots=True)
+class Oriented:
+    """A baseline's AUROC with its direction learned on the training side: ``sign`` +1 (more means failure) or -1
+    (less means failure) in every fold, 0 when the folds disagreed."""
+
+    auroc: float
+    sign: int
+
+    @property
+    def direction(self) -> str:
+        return {1: "more means failure", -1: "less means failure"}.get(self.sign, "direction differs by fold")
+
+
+def oriented_auroc(
+    failed: Sequence[bool], values: Sequence[float], folds: Sequence[int] | NDArray[np.int64]
+) -> Oriented:
+    """The pooled out-of-fold AUROC of a baseline oriented on the training side: each fold's values are flipped
+    when, on the other folds' runs, the baseline ranks failures below successes (AUROC < 0.5). A baseline that
+    predicts failure by being *small* then counts as strong as it is; the direction is never chosen on the runs it
+    is scored on."""
+    y = np.asarray(failed, dtype=bool)
+    v = np.asarray(values, dtype=np.float64)
+    f = np.asarray(folds)
+    oriented = v.copy()
+    signs = set()
+    for fold in np.unique(f):
+        train = f != fold
+        a = auroc(y[train], v[train])
+        sign = -1 if (not math.isnan(a) and a < 0.5) else 1
+        signs.add(sign)
+        oriented[~train] = sign * v[~train]
+    return Oriented(auroc(y, oriented), signs.pop() if len(signs) == 1 else 0)
+
+
+def wilson_upper(count: int, n: int, z: float = 1.0) -> float:
+    """The Wilson score upper bound of a share ``count / n`` (``z`` = 1: about an 84% one-sided bound)."""
+    if n <= 0:
+        return 1.0
+    p = count / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min((centre + spread) / (1 + z * z / n), 1.0)
 
 
 def auroc_interval(

@@ -213,6 +213,9 @@ class PilotRun:
             self._beyond("chars"),
             self._beyond("context"),
             math.log1p(totals["context"] / t) - normal("log_tps") if totals["context"] > 0 else 0.0,
+            math.log1p(t),
+            math.log1p(totals["chars"]),
+            math.log1p(totals["context"] if totals["context"] > 0 else totals["chars"]),
         ]
 
     def score(self, step: ScorerStep) -> float:

@@ -21,7 +21,16 @@ from typing import Any
 
 from rb_otel.steering.pilot_text import TEXT_VALUES
 
-__all__ = ["FEATURES", "FEATURES_V1", "MODEL_FORMAT", "PILOT_NAME", "PILOT_V2", "PilotModel", "TextWeights"]
+__all__ = [
+    "FEATURES",
+    "FEATURES_V1",
+    "MODEL_FORMAT",
+    "PILOT_NAME",
+    "PILOT_V2",
+    "SIGNED_FEATURES",
+    "PilotModel",
+    "TextWeights",
+]
 
 #: ``rb.scorer`` of the shipped model (the version changes when the features or their meaning change).
 PILOT_NAME = "pilot/1"
@@ -46,7 +55,21 @@ FEATURES_V1: tuple[str, ...] = (
 #: Every size and rate feature the pilot computes: the shipped ten; unbounded where those saturate at 1, how far
 #: beyond the agent's median run this one already is (log ratio, 0 below it: what stops the longest runs); and
 #: how fast its context grows (log tokens per step, minus the agent's normal: what warns early).
-FEATURES: tuple[str, ...] = (*FEATURES_V1, "beyond_steps", "beyond_chars", "beyond_context", "context_rate")
+FEATURES: tuple[str, ...] = (
+    *FEATURES_V1,
+    "beyond_steps",
+    "beyond_chars",
+    "beyond_context",
+    "context_rate",
+    # The same-prefix size signals themselves (log1p of the steps so far, the characters written so far, the largest
+    # call so far in tokens, else the characters): what a fit must at least match, in whichever direction it
+    # points, so their weights have either sign (``rb-otel train``; docs/signal.md, "Never below a size baseline").
+    "size_steps",
+    "size_chars",
+    "size_context",
+)
+#: The features whose weight may be negative in a fit (the others: "more than normal is never evidence of health").
+SIGNED_FEATURES: frozenset[str] = frozenset({"size_steps", "size_chars", "size_context"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 ``train(paths, labels=..., out="pilot.json")`` reads the runs (any importer format, or rb-otel's OTLP/JSON
 traces), extracts every prefix's features with the pilot's own runtime code, chooses a model family and fits it
 (:mod:`rb_otel.training.fit`), cross-validates the whole procedure by task group (:mod:`rb_otel.training.cv`),
-chooses the SLOW/SKIP thresholds from the out-of-fold scores for the false-stop budget
+tests it against the same procedure on shuffled outcomes (:mod:`rb_otel.training.permutation`), chooses the
+SLOW/SKIP thresholds from the out-of-fold scores for the false-stop budget, as an upper bound
 (:mod:`rb_otel.training.thresholds`), and writes a ``pilot/2`` model file only when the report trusts the fit
 (``force=True`` writes it anyway). Needs the ``[train]`` extra (scipy); scoring with the file needs nothing more
 than rb-otel.
@@ -12,6 +13,7 @@ than rb-otel.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -23,7 +25,7 @@ from numpy.typing import NDArray
 
 from rb_otel._version import __version__
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
-from rb_otel.evaluation.metrics import auroc, auroc_interval
+from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_auroc, wilson_upper
 from rb_otel.importers.labels import Labels
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.pilot_model import FEATURES, PILOT_V2, PilotModel, TextWeights
@@ -32,11 +34,12 @@ from rb_otel.training.cv import OutOfFold, early_step, nested_out_of_fold, selec
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset
 from rb_otel.training.features import PrefixData, extract, prior_of
 from rb_otel.training.fit import CANDIDATES, TEXT_BITS, Fitted, fit_candidate
+from rb_otel.training.permutation import PERMUTATIONS, permutation_test
 from rb_otel.training.report import Figure, TrainingReport
-from rb_otel.training.thresholds import choose_fsm
+from rb_otel.training.thresholds import MIN_USEFUL_STOPS, SKIP_OFF, choose_fsm
 from rb_otel.types import FSMState
 
-__all__ = ["TrainingError", "TrainingResult", "train", "train_dataset"]
+__all__ = ["TrainingError", "TrainingResult", "fold_thresholds", "train", "train_dataset"]
 
 
 class TrainingError(ValueError):
@@ -69,8 +72,10 @@ def train(
     shuffles: int = 3,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    permutations: int = PERMUTATIONS,
 ) -> TrainingResult:
     """Fit, cross-validate and (when trusted, or with ``force``) write a pilot/2 model (module docstring).
+    ``permutations``: fits on shuffled outcomes for the test against chance (0 skips it: never trusted then).
 
     Raises :class:`TrainingError` when there is nothing to fit, and
     :class:`~rb_otel.importers.model.RecordError` for an unreadable input.
@@ -89,6 +94,7 @@ def train(
         shuffles=shuffles,
         seed=seed,
         progress=progress,
+        permutations=permutations,
     )
 
 
@@ -102,6 +108,7 @@ def train_dataset(
     shuffles: int = 3,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    permutations: int = PERMUTATIONS,
 ) -> TrainingResult:
     """:func:`train` on runs already read (a subset of a dataset, say: ``training/half_split.py`` fits on half
     the task groups and tests on the other half)."""
@@ -114,18 +121,29 @@ def train_dataset(
     say(f"{len(data.run)} prefixes; task-grouped {folds}-fold cross-validation (the fit chosen inside each fold)")
     oof = nested_out_of_fold(data, k=folds, seed=seed)
     report = _report(data, oof, dataset, folds=folds, max_false_stops=max_false_stops)
+    if permutations > 0:
+        say(f"{permutations} fits on shuffled outcomes (the test against chance)")
+        real = report.last_step[0].auroc
+        report.permutation = permutation_test(data, oof.folds, oof.chosen, real, permutations=permutations, seed=seed)
     say("file-order sensitivity and the final fit")
     report.order_sensitivity = _order_sensitivity(runs, prior, oof, shuffles=shuffles, seed=seed)
     candidate, _ = select(data, range(len(runs)), seed=seed)
     fitted = fit_candidate(data, range(len(runs)), candidate)
     report.final_candidate = candidate.name
     report.check(early_step([len(r.steps) for r in runs]), fitted.constant)
+    if report.permutation is None:
+        report.warnings.append("no test against chance was run (permutations=0): the fit cannot be trusted")
     probabilities = _per_run(data, oof.logits)
     fsm = choose_fsm(
         [p for p, r in zip(probabilities, runs, strict=True) if not r.failed],
         probabilities,
         max_false_stops=max_false_stops,
+        failing=[p for p, r in zip(probabilities, runs, strict=True) if r.failed],
+        z=report.bound_strictness or 1.0,
     )
+    if not report.skip_on:  # no bound kept the budget on the cross-fitted folds: SKIP off, and the file says so
+        fsm["skip_threshold"] = SKIP_OFF
+    report.skip_on = fsm["skip_threshold"] < SKIP_OFF
     model = _model(fitted, prior, fsm, runs, dataset, report, max_false_stops)
     written = None
     if out is not None and (report.trusted or force):
@@ -175,23 +193,64 @@ def _states(fsm: DifficultyFSM, scores: Sequence[float]) -> list[str]:
     return out
 
 
+#: How strict the false-stop bound is made, in turn, until it holds on the cross-fitted folds (``z`` of Wilson's).
+BOUND_STRICTNESS = (1.0, 2.0, 3.0)
+
+
+def fold_thresholds(
+    runs: Sequence[LabelledRun],
+    probabilities: Sequence[Sequence[float]],
+    folds: NDArray[np.int64],
+    max_false_stops: float,
+    z: float = 1.0,
+) -> dict[int, dict[str, float]]:
+    """The FSM thresholds each fold's runs are judged by: chosen from the *other* folds' out-of-fold scores only."""
+    out = {}
+    for f in np.unique(folds):
+        others = [i for i in range(len(runs)) if folds[i] != f]
+        out[int(f)] = choose_fsm(
+            [probabilities[i] for i in others if not runs[i].failed],
+            [probabilities[i] for i in others],
+            max_false_stops=max_false_stops,
+            failing=[probabilities[i] for i in others if runs[i].failed],
+            z=z,
+        )
+    return out
+
+
 def _cross_fitted_states(
-    runs: Sequence[LabelledRun], probabilities: list[list[float]], folds: NDArray[np.int64], max_false_stops: float
+    runs: Sequence[LabelledRun],
+    probabilities: list[list[float]],
+    folds: NDArray[np.int64],
+    max_false_stops: float,
+    z: float = 1.0,
 ) -> list[list[str]]:
     """Each run's FSM states under thresholds chosen from the other folds' out-of-fold scores."""
     states: list[list[str]] = [[] for _ in runs]
-    for f in np.unique(folds):
-        others = [i for i in range(len(runs)) if folds[i] != f]
-        fsm = DifficultyFSM(
-            **choose_fsm(
-                [probabilities[i] for i in others if not runs[i].failed],
-                [probabilities[i] for i in others],
-                max_false_stops=max_false_stops,
-            )
-        )
+    for f, thresholds in fold_thresholds(runs, probabilities, folds, max_false_stops, z).items():
+        fsm = DifficultyFSM(**thresholds)
         for i in np.flatnonzero(folds == f):
             states[i] = _states(fsm, probabilities[i])
     return states
+
+
+def _holding_bound(
+    runs: Sequence[LabelledRun], probabilities: list[list[float]], folds: NDArray[np.int64], max_false_stops: float
+) -> tuple[float | None, list[list[str]]]:
+    """The least strict bound under which SKIP keeps the budget on runs its thresholds never saw (the Wilson
+    upper bound, z = 1, of the cross-fitted false stops within ``max_false_stops``) and still stops a useful share
+    of the failing runs; ``None`` (SKIP off) when none does. Returns it with the cross-fitted states it gives."""
+    ok = [i for i, r in enumerate(runs) if not r.failed]
+    bad = [i for i, r in enumerate(runs) if r.failed]
+    states: list[list[str]] = []
+    for z in BOUND_STRICTNESS:
+        states = _cross_fitted_states(runs, probabilities, folds, max_false_stops, z)
+        stops = sum("SKIP" in states[i] for i in ok)
+        stopped = sum("SKIP" in states[i] for i in bad) / max(len(bad), 1)
+        if wilson_upper(stops, len(ok)) <= max_false_stops and stopped >= MIN_USEFUL_STOPS:
+            return z, states
+    off = [["SLOW" if state == "SKIP" else state for state in run] for run in states]  # what SKIP off does
+    return None, off
 
 
 def _report(
@@ -199,15 +258,28 @@ def _report(
 ) -> TrainingReport:
     runs = data.runs
     probabilities = _per_run(data, oof.logits)
-    states = _cross_fitted_states(runs, probabilities, oof.folds, max_false_stops)
+    strictness, states = _holding_bound(runs, probabilities, oof.folds, max_false_stops)
     traces = _traces(runs, probabilities, states)
     y = [r.failed for r in runs]
     groups = [r.group for r in runs]
     repeated = len(set(groups)) < len(groups)
 
     def figure(name: str, values: Sequence[float], baseline: bool = False) -> Figure:
-        low, high = auroc_interval(y, values, groups if repeated else None, resamples=500)
-        return Figure(name, auroc(y, values), low, high, len(runs), baseline)
+        """A figure of the fit, or of a baseline oriented on the training side; its interval the wider of a
+        bootstrap over groups and the per-fold spread."""
+        sign, oriented = 1, np.asarray(values, dtype=np.float64)
+        if baseline:
+            found = oriented_auroc(y, values, oof.folds)
+            sign = found.sign
+            oriented = _oriented(y, oriented, oof.folds)
+        value = auroc(y, oriented)
+        low, high = auroc_interval(y, oriented.tolist(), groups if repeated else None, resamples=500)
+        per_fold = tuple(_fold_auroc(y, oriented, oof.folds, f) for f in range(folds))
+        known = [a for a in per_fold if not math.isnan(a)]
+        if len(known) > 1:
+            half = 1.96 * float(np.std(known, ddof=1)) / math.sqrt(len(known))
+            low, high = min(low, value - half), max(high, value + half)
+        return Figure(name, value, low, high, len(runs), baseline, sign, per_fold)
 
     agents: dict[str, dict[str, int]] = defaultdict(lambda: {"runs": 0, "failed": 0})
     for r in runs:
@@ -226,7 +298,7 @@ def _report(
             figure("characters written", [t.chars[-1] for t in traces], baseline=True),
             figure("steps", [len(r.steps) for r in runs], baseline=True),
         ],
-        early=early_warning(traces),
+        early=early_warning(traces, folds=oof.folds.tolist()),
         stopping=[
             stopping(traces, f"stop at the first SKIP (max false stops {max_false_stops:.1%})", at_first_state("SKIP")),
             stopping(traces, "stop at the first SLOW", at_first_state("SLOW")),
@@ -234,7 +306,25 @@ def _report(
         order_sensitivity=[],
         problems=[str(p) for p in dataset.problems],
         unlabelled=dataset.unlabelled,
+        skip_on=strictness is not None,
+        bound_strictness=strictness,
     )
+
+
+def _oriented(y: Sequence[bool], values: NDArray[np.float64], folds: NDArray[np.int64]) -> NDArray[np.float64]:
+    """``values`` with each fold's flipped when the other folds say the baseline points the other way."""
+    out = values.copy()
+    target = np.asarray(y, dtype=bool)
+    for f in np.unique(folds):
+        train = folds != f
+        if auroc(target[train], values[train]) < 0.5:
+            out[~train] = -values[~train]
+    return out
+
+
+def _fold_auroc(y: Sequence[bool], values: NDArray[np.float64], folds: NDArray[np.int64], fold: int) -> float:
+    held = folds == fold
+    return auroc(np.asarray(y, dtype=bool)[held], values[held])
 
 
 def _order_sensitivity(
@@ -295,6 +385,7 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
         },
         "trusted": report.trusted,
         "warnings": report.warnings,
+        "permutation_test": report.permutation.as_dict() if report.permutation is not None else None,
     }
     return PilotModel(
         intercept=fitted.intercept,
@@ -305,7 +396,12 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
         features=FEATURES,
         text=text,
         trained=trained,
-        skip={"max_false_stops": max_false_stops, "threshold": fsm["skip_threshold"], "window": fsm["skip_window"]},
+        skip={
+            "max_false_stops": max_false_stops,
+            "threshold": fsm["skip_threshold"],
+            "window": fsm["skip_window"],
+            "on": float(fsm["skip_threshold"] < SKIP_OFF),  # 0.0: SKIP off (no threshold held the bound usefully)
+        },
     )
 
 

@@ -3,12 +3,23 @@
 Each run becomes the steps a live step scorer would have seen (:func:`~rb_otel.steering.step_scoring.scorer_step`,
 the same views and cuts), keyed by its agent (:func:`~rb_otel.steering.baselines.agent_key`) and grouped by task
 (or user scenario), so folds keep a task's runs together.
+
+**The training view is the live view.** A live LangChain run scores a turn when the next model call starts, on the
+newest tool result: a turn that called no tool (a reply to the user) is scored with no observation, whatever the
+user answers next (that answer starts the next request). So a text-only step's observation is dropped here too (a
+harness such as tau2-bench records the simulated user's reply as it).
+
+**The grouping rule.** Runs are one task group when they share the importer's group id (tau2-bench: a digest of the
+simulated user's instructions) *or* the same task under a variant of its domain (``airline/8`` and
+``airline-relaxed/8``, ``airline_tighter_policy/8``: one customer whose instructions were edited), joined
+transitively, so no fold or half split has one customer on both sides.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rb_otel.importers.detect import FORMATS, detect, input_files
@@ -18,7 +29,7 @@ from rb_otel.importers.replay import READERS
 from rb_otel.steering.baselines import agent_key
 from rb_otel.steering.scorer_protocol import ScorerStep
 
-__all__ = ["Dataset", "LabelledRun", "failed_of", "read_dataset"]
+__all__ = ["Dataset", "LabelledRun", "failed_of", "grouped", "read_dataset", "task_family"]
 
 
 @dataclass(slots=True)
@@ -33,6 +44,7 @@ class LabelledRun:
     steps: list[ScorerStep]
     prompt_tokens: list[int]  # the largest prompt (else call) in tokens so far, per step
     tokens: list[int]  # tokens of each step's call
+    family: str = ""  # the task up to its domain's variant (the grouping rule)
 
 
 @dataclass(slots=True)
@@ -79,7 +91,45 @@ def read_dataset(
             continue
         data.files += 1
         data.runs += [run for run in found if run.steps]
+    data.runs = grouped(data.runs)
     return data
+
+
+#: A domain's variant suffix: ``airline-relaxed`` and ``airline_tighter_policy`` are variants of ``airline``.
+_VARIANT = re.compile(r"^([A-Za-z0-9]+)[-_].*$")
+
+
+def task_family(task_id: str) -> str:
+    """``domain/task`` with the domain's variant dropped (``airline-relaxed/8`` -> ``airline/8``); ``""`` for a
+    task id without a domain."""
+    domain, slash, task = task_id.partition("/")
+    if not slash or not task:
+        return ""
+    base = _VARIANT.sub(r"\1", domain)
+    return f"{base}/{task}"
+
+
+def grouped(runs: list[LabelledRun]) -> list[LabelledRun]:
+    """The runs with their groups joined by the grouping rule (module docstring): a run's group becomes the
+    smallest key of every group it is connected to through a shared group id or task family."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    for run in runs:
+        find(run.group)
+        if run.family:
+            union(run.group, "family:" + run.family)
+    return [replace(run, group=find(run.group)) for run in runs]
 
 
 def _labelled(run: ImportedRun, labels: Labels | None, data: Dataset) -> LabelledRun | None:
@@ -95,6 +145,8 @@ def _labelled(run: ImportedRun, labels: Labels | None, data: Dataset) -> Labelle
     for i, step in enumerate(run.steps):
         if i == 0 and not step.thought:
             continue  # a live run's first call with no thought is not scored (the first-call path)
+        if step.action is None and step.observation is not None:
+            step.observation = None  # a turn that called no tool has no tool result (module docstring)
         steps.append(step.as_scorer_step())
         largest = max(largest, step.input_tokens or step.tokens)
         prompt.append(largest)
@@ -108,4 +160,5 @@ def _labelled(run: ImportedRun, labels: Labels | None, data: Dataset) -> Labelle
         steps=steps,
         prompt_tokens=prompt,
         tokens=tokens,
+        family=task_family(run.task_id),
     )

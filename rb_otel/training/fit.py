@@ -3,8 +3,10 @@
 Every prefix of a run is a training row with the run's outcome as its label; each run weighs the same (its rows
 share one unit of weight), so a long run is not worth more than a short one. The size features keep
 non-negative weights ("more than this agent's normal is never evidence of health": a negative weight would fit
-one harness's quirk, and it keeps the score rising with a run that keeps overrunning); text weights have either
-sign. Only buckets seen in enough of the training *task groups* are learned (:data:`MIN_GROUP_SHARE`): a token
+one harness's quirk, and it keeps the score rising with a run that keeps overrunning), except the raw same-prefix
+size signals (``SIGNED_FEATURES``: steps, characters, largest call so far), which every family has with a weight of
+either sign, so a fit can follow "fewer characters so far means trouble" as well as "more"; text weights have
+either sign. Only buckets seen in enough of the training *task groups* are learned (:data:`MIN_GROUP_SHARE`): a token
 from one task's runs (a customer's name, a file of one repository) says nothing about the next task.
 """
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from rb_otel.steering.pilot_model import FEATURES
+from rb_otel.steering.pilot_model import FEATURES, SIGNED_FEATURES
 from rb_otel.training.features import PrefixData
 from rb_otel.training.logistic import fit as fit_logistic
 
@@ -46,7 +48,7 @@ class Candidate:
 #: What ``rb-otel train`` chooses among (inner cross-validation picks one per fit).
 #: How long and big the run is against the agent's normal: what ranks runs at their end.
 TOTALS = ("overrun_steps", "overrun_chars", "overrun_context", "overrun_hedges", "overrun_errors",
-          "beyond_steps", "beyond_chars", "beyond_context")  # fmt: skip
+          "beyond_steps", "beyond_chars", "beyond_context", *sorted(SIGNED_FEATURES))  # fmt: skip
 CANDIDATES = (
     Candidate("size totals", dense=TOTALS),
     Candidate("size"),
@@ -100,12 +102,15 @@ def _learnable_buckets(data: PrefixData, rows: NDArray[np.bool_], matrix: object
     return np.flatnonzero(groups_with >= max(MIN_GROUP_SHARE * len(names), 2)).astype(np.int64)
 
 
-def fit_candidate(data: PrefixData, runs: Sequence[int], candidate: Candidate) -> Fitted:
-    """Fit ``candidate`` on the rows of ``runs``."""
+def fit_candidate(
+    data: PrefixData, runs: Sequence[int], candidate: Candidate, *, failed: NDArray[np.float64] | None = None
+) -> Fitted:
+    """Fit ``candidate`` on the rows of ``runs``; ``failed`` replaces the runs' outcomes (one per run: the
+    permutation test's shuffled ones)."""
     from scipy import sparse
 
     rows = data.rows_of(runs)
-    y = data.failed[rows]
+    y = (data.failed if failed is None else failed[data.run])[rows]
     weights = _row_weights(data, rows)
     columns = candidate.columns
     dense = data.dense[rows][:, columns]
@@ -113,7 +118,7 @@ def fit_candidate(data: PrefixData, runs: Sequence[int], candidate: Candidate) -
     scale = np.where(scale > 1e-9, scale, 1.0)
     blocks = [sparse.csr_matrix((dense - mean) / scale)]
     penalty = [np.full(len(columns), _SIZE_PENALTY)]
-    nonnegative = [np.ones(len(columns), dtype=bool)]
+    nonnegative = [np.array([FEATURES[c] not in SIGNED_FEATURES for c in columns], dtype=bool)]
     buckets = np.zeros(0, dtype=np.int64)
     if candidate.text_value is not None:
         matrix = data.text(TEXT_BITS, candidate.text_value)

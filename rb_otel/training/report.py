@@ -3,7 +3,14 @@
 Every figure comes from pooled task-grouped out-of-fold scores (:mod:`rb_otel.training.cv`). The stopping
 figures use thresholds that are themselves cross-fitted: each fold's runs are judged with the SLOW/SKIP
 thresholds chosen on the other folds' out-of-fold scores, so the false-stop rate shown is one the budget did not
-see.
+see. Baselines are *oriented on the training side* (each fold's direction from the other folds: a baseline that
+predicts failure by being small is as strong as it is), and the report shows their direction. Intervals are the
+wider of a bootstrap over task groups and the spread of the per-fold AUROCs.
+
+A fit is trusted only when nothing in :meth:`TrainingReport.check` objects: enough runs and failures, not a
+constant, better than chance by a permutation test (:mod:`rb_otel.training.permutation`, p < :data:`ALPHA`), and
+better than the best oriented same-prefix baseline at the last step by more than chance moves an AUROC on these
+runs (the sd of the permutations' AUROCs), and not below the oriented baselines at the early step.
 """
 
 from __future__ import annotations
@@ -14,11 +21,13 @@ from typing import Any
 
 from rb_otel.evaluation.early import EarlyRow, StopFigures, stop_line
 
-__all__ = ["MIN_FAILURES", "MIN_RUNS", "Figure", "TrainingReport"]
+__all__ = ["ALPHA", "MIN_FAILURES", "MIN_RUNS", "Figure", "TrainingReport"]
 
 #: Below these a fit is not trusted: the report says so and the file is written only with ``--force``.
 MIN_RUNS = 100
 MIN_FAILURES = 20
+#: The permutation test's level: a fit whose p-value is not below it is not trusted.
+ALPHA = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +40,16 @@ class Figure:
     high: float
     runs: int
     baseline: bool = False
+    sign: int = 1  # a baseline's direction, learned on the training side (+1 more means failure, -1 less, 0 mixed)
+    folds: tuple[float, ...] = ()  # the AUROC within each outer fold
+
+    @property
+    def direction(self) -> str:
+        return _sign(self.sign)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "auroc": self.auroc, "ci95": [self.low, self.high], "runs": self.runs,
-                "baseline": self.baseline}  # fmt: skip
+                "baseline": self.baseline, "direction": self.sign, "per_fold": list(self.folds)}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -54,6 +69,9 @@ class TrainingReport:
     unlabelled: int = 0
     final_candidate: str = ""
     warnings: list[str] = field(default_factory=list)
+    permutation: Any = None  # a PermutationTest, when one was run
+    skip_on: bool = True  # the written model's SKIP (off: no threshold held the false-stop bound usefully)
+    bound_strictness: float | None = 1.0  # the z of the false-stop bound that held on the cross-fitted folds
 
     @property
     def trusted(self) -> bool:
@@ -70,22 +88,45 @@ class TrainingReport:
             )
         if constant:
             out.append("the fitted model is a constant (every weight is zero): it says the same of every run")
+        test = self.permutation
+        if test is not None and not test.p_value < ALPHA:
+            out.append(
+                f"the fit does not beat shuffled outcomes: last-step AUROC {test.real:.3f} against "
+                f"{test.null_mean:.3f} +- {test.null_sd:.3f} in {len(test.null)} permutations (p = {test.p_value:.3f})"
+            )
+        out += self._against_baselines(early_step)
+        self.warnings = out
+
+    def _chance_spread(self) -> float:
+        """How far an AUROC on these runs moves by chance: the sd of the fits on shuffled outcomes (0 without)."""
+        test = self.permutation
+        return 0.0 if test is None or math.isnan(test.null_sd) else float(test.null_sd)
+
+    def _against_baselines(self, early_step: int) -> list[str]:
+        out = []
         score, *baselines = self.last_step
         best = max((b for b in baselines if not math.isnan(b.auroc)), key=lambda b: b.auroc, default=None)
-        if best is not None and not score.auroc >= best.auroc:
-            out.append(
-                f"at the last step the fit ({score.auroc:.3f}) does not beat the {best.name} baseline "
-                f"({best.auroc:.3f}) out of fold"
-            )
+        if best is not None:
+            spread = self._chance_spread()
+            if not score.auroc - best.auroc > spread:
+                out.append(
+                    f"at the last step the fit ({score.auroc:.3f}) does not beat the {best.name} baseline "
+                    f"(oriented {best.direction}: {best.auroc:.3f}) by more than chance moves an AUROC on these "
+                    f"runs ({spread:.3f}, the sd of the fits on shuffled outcomes) out of fold"
+                )
         row = next((r for r in self.early if r.k == early_step), None)
         if row is not None:
-            pairs = (("characters", row.chars), ("prompt tokens", row.prompt_tokens))
-            worse = [f"{n} so far ({v:.3f})" for n, v in pairs if not math.isnan(v) and not row.score >= v]
+            pairs = (("characters", row.chars, row.chars_sign), ("prompt tokens", row.prompt_tokens, row.prompt_sign))
+            worse = [
+                f"{name} so far (oriented {_sign(sign)}: {value:.3f})"
+                for name, value, sign in pairs
+                if not math.isnan(value) and not row.score >= value
+            ]
             if worse:
                 out.append(
                     f"at step {early_step} the fit ({row.score:.3f}) does not beat {', '.join(worse)} out of fold"
                 )
-        self.warnings = out
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +141,9 @@ class TrainingReport:
             "early_warning": [r.as_dict() for r in self.early],
             "stopping": [s.as_dict() for s in self.stopping],
             "order_sensitivity_auroc_last": self.order_sensitivity,
+            "permutation_test": self.permutation.as_dict() if self.permutation is not None else None,
+            "skip_on": self.skip_on,
+            "false_stop_bound_z": self.bound_strictness,
             "warnings": self.warnings,
             "trusted": self.trusted,
             "problems": self.problems,
@@ -115,16 +159,24 @@ class TrainingReport:
             f"{'at the last step':<34}{'AUROC':>7}  {'95% interval':<14}{'runs':>6}",
         ]
         for f in self.last_step:
-            name = f"{f.name} (baseline)" if f.baseline else f.name
+            name = f"{f.name} (baseline, {f.direction})" if f.baseline else f.name
             lines.append(f"  {name:<32}{f.auroc:>7.3f}  {_interval(f.low, f.high):<14}{f.runs:>6}")
         header = f"  {'step':>4} {'runs':>6} {'failed':>6} {'fit':>7} {'chars so far':>13} {'prompt tokens':>14}"
-        lines += ["", "early warning (runs still going at step k; baselines from the same first k steps):", header]
+        lines += ["", "early warning (runs still going at step k; baselines from the same first k steps, oriented on "
+                  "the training side: + more means failure, - less):", header]  # fmt: skip
         for r in self.early:
-            lines.append(
-                f"  {r.k:>4} {r.runs:>6} {r.failed:>6} {r.score:>7.3f} {r.chars:>13.3f} {_na(r.prompt_tokens):>14}"
-            )
+            chars, prompt = f"{r.chars:.3f} {_sign(r.chars_sign)}", f"{_na(r.prompt_tokens)} {_sign(r.prompt_sign)}"
+            lines.append(f"  {r.k:>4} {r.runs:>6} {r.failed:>6} {r.score:>7.3f} {chars:>13} {prompt:>14}")
+        if self.permutation is not None:
+            t = self.permutation
+            lines += ["", f"against chance: {len(t.null)} fits on shuffled outcomes scored {t.null_mean:.3f} +- "
+                      f"{t.null_sd:.3f} (max {max(t.null, default=float('nan')):.3f}) at the last step; the fit "
+                      f"{t.real:.3f}, p = {t.p_value:.3f}"]  # fmt: skip
         lines += ["", "stopping runs (thresholds cross-fitted: chosen without the runs they judge):"]
         lines += [f"  {stop_line(s)}" for s in self.stopping]
+        if not self.skip_on:
+            lines.append("  SKIP is off in the written model: no threshold stopped a useful share of the failing runs "
+                         "within the false-stop bound")  # fmt: skip
         if self.order_sensitivity:
             lo, hi = min(self.order_sensitivity), max(self.order_sensitivity)
             lines.append(f"\nfile-order sensitivity: last-step AUROC {lo:.3f}-{hi:.3f} with the runs shuffled "
@@ -140,3 +192,7 @@ def _interval(low: float, high: float) -> str:
 
 def _na(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.3f}"
+
+
+def _sign(sign: int) -> str:
+    return {1: "+", -1: "-"}.get(sign, "+/-")

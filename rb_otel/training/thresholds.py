@@ -1,9 +1,14 @@
 """A fitted model's FSM thresholds, chosen from its own out-of-fold scores for the budgets the user sets.
 
-SKIP is what an operator may act on (``on_skip="stop"``), so its threshold is the lowest one at which, replaying
-the real :class:`~rb_otel.steering.fsm.DifficultyFSM` over the out-of-fold scores, at most ``max_false_stops`` of
-the successful runs would have reached SKIP. SLOW (guidance and routing, not a stop) gets a looser budget
-(``max_false_slows``); FAST is the lowest tenth of all scores.
+SKIP is what an operator may act on (``on_skip="stop"``), so the budget must hold on runs the threshold never saw,
+not only on average: its threshold is the lowest one at which, replaying the real
+:class:`~rb_otel.steering.fsm.DifficultyFSM` over the out-of-fold scores, an *upper confidence bound* on the share
+of successful runs that would have reached SKIP (Wilson, z = 1: about 84% one-sided) is within
+``max_false_stops``. How many steps the risk must hold (:data:`SKIP_WINDOWS`) is chosen the same way, on the same
+training-side scores: the hold that stops the most failing runs within the bound. When no threshold stops at least
+:data:`MIN_USEFUL_STOPS` of the failing runs within the bound, SKIP is off (its threshold 1.0, which a probability
+never exceeds) and the model file says so. SLOW (guidance and routing, not a stop) gets a looser budget
+(``max_false_slows``, as a plain share); FAST is the lowest tenth of all scores.
 """
 
 from __future__ import annotations
@@ -12,16 +17,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rb_otel.evaluation.metrics import wilson_upper
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.types import FSMState
 
-__all__ = ["SKIP_WINDOW", "SLOW_WINDOW", "choose_fsm", "reaches"]
+__all__ = ["MIN_USEFUL_STOPS", "SKIP_OFF", "SKIP_WINDOW", "SKIP_WINDOWS", "SLOW_WINDOW", "choose_fsm", "reaches"]
 
 SLOW_WINDOW = 2
-#: Steps the risk must stay above SKIP's threshold. Persistence lets a lower threshold keep the same false-stop
-#: budget: on the development data's half splits, 3 stopped more failing runs than 2 (and than 5) at the budget.
+#: The holds SKIP may use (steps the risk must stay above its threshold), chosen per fit on its training side.
+SKIP_WINDOWS = (2, 3, 5)
+#: The hold of a model whose SKIP is off, and the default where no choice is made.
 SKIP_WINDOW = 3
 FAST_WINDOW = 6
+#: SKIP is on only when it would stop at least this share of the failing runs within the false-stop bound.
+MIN_USEFUL_STOPS = 0.02
+#: The SKIP threshold of a model whose SKIP is off: a probability is never above it.
+SKIP_OFF = 1.0
 
 
 def reaches(fsm: DifficultyFSM, scores: Sequence[float], state: FSMState) -> int | None:
@@ -56,34 +67,59 @@ def _lowest(values: Sequence[float], fits: object, start: float) -> float:
     return candidates[lo]
 
 
+def _count(fsm: DifficultyFSM, runs: Sequence[Sequence[float]], state: FSMState) -> int:
+    return sum(reaches(fsm, s, state) is not None for s in runs)
+
+
 def choose_fsm(
     successful: Sequence[Sequence[float]],
     every: Sequence[Sequence[float]],
     *,
     max_false_stops: float,
     max_false_slows: float = 0.15,
+    failing: Sequence[Sequence[float]] | None = None,
+    z: float = 1.0,
 ) -> dict[str, float]:
-    """FSM thresholds and windows from out-of-fold probabilities (``successful``: those of successful runs)."""
+    """FSM thresholds and windows from out-of-fold probabilities (``successful``: those of successful runs;
+    ``failing``: of failing runs, for the choice of SKIP's hold; without them the hold is :data:`SKIP_WINDOW`;
+    ``z``: how strict the bound is, ``rb-otel train`` raises it until the budget holds on the cross-fitted folds).
+    SKIP is off when its threshold is :data:`SKIP_OFF` (module docstring)."""
     flat = np.concatenate([np.asarray(s, dtype=np.float64) for s in every if len(s)])
     peaks = [max(min(s[i : i + SLOW_WINDOW]) for i in range(len(s) - SLOW_WINDOW + 1)) for s in successful if
              len(s) >= SLOW_WINDOW]  # fmt: skip
     fast = float(np.quantile(flat, 0.10))
+    n_ok = len(successful)
 
-    def fsm(slow: float, skip: float) -> DifficultyFSM:
+    def fsm(slow: float, skip: float, window: int = SKIP_WINDOW) -> DifficultyFSM:
         margin = min(0.05, max((slow - fast) / 2, 0.0))
         return DifficultyFSM(fast_threshold=min(fast, slow - 1e-6), slow_threshold=slow, skip_threshold=skip,
                              hysteresis_margin=margin, fast_window=FAST_WINDOW, slow_window=SLOW_WINDOW,
-                             skip_window=SKIP_WINDOW)  # fmt: skip
+                             skip_window=window)  # fmt: skip
 
     slow = _lowest(peaks, lambda t: _share(fsm(t, 1.0), successful, FSMState.SLOW) <= max_false_slows, fast + 1e-3)
-    skip = _lowest(peaks, lambda t: _share(fsm(slow, t), successful, FSMState.SKIP) <= max_false_stops, slow)
-    chosen = fsm(slow, skip).thresholds
+    options = []
+    for window in SKIP_WINDOWS if failing is not None else (SKIP_WINDOW,):
+
+        def within(t: float, window: int = window) -> bool:
+            return wilson_upper(_count(fsm(slow, t, window), successful, FSMState.SKIP), n_ok, z) <= max_false_stops
+
+        skip = _lowest(peaks, within, slow)
+        stopped = _share(fsm(slow, skip, window), failing, FSMState.SKIP) if failing else 1.0
+        if within(skip):
+            options.append((stopped, -abs(window - SKIP_WINDOW), window, skip))
+    useful = [o for o in options if o[0] >= MIN_USEFUL_STOPS]
+    if useful:
+        _, _, window, skip = max(useful)
+        on = 1.0
+    else:
+        window, skip, on = SKIP_WINDOW, SKIP_OFF, 0.0
+    chosen = fsm(slow, min(max(skip, slow), SKIP_OFF), window).thresholds
     return {
         "fast_threshold": round(chosen.fast_threshold, 6),
         "slow_threshold": round(chosen.slow_threshold, 6),
-        "skip_threshold": round(chosen.skip_threshold, 6),
+        "skip_threshold": round(chosen.skip_threshold, 6) if on else SKIP_OFF,
         "hysteresis_margin": round(chosen.hysteresis_margin, 6),
         "fast_window": FAST_WINDOW,
         "slow_window": SLOW_WINDOW,
-        "skip_window": SKIP_WINDOW,
+        "skip_window": window,
     }

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import inspect
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import TracePolicy, omit_payload
 
@@ -45,6 +43,7 @@ from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, FSMState, RunFields, S
 from ._guard import ModelCall, guard, steered_call
 from ._support import ModelResult, StepCall, begin_model_step, node_run_id, reply_of, steered_system_message
 from .lifecycle import RunTracker
+from .model_calls import record_model_call
 from .notes import HintGiven, TokensSaved
 from .routing import ModelRouter
 from .runs import AgentRun
@@ -376,55 +375,16 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     # -- model calls no step made: the guard reports them when they end -----------------------------------
 
     def model_call_ended(self, call: ModelCall, reply: Any, error: BaseException | None) -> bool:
-        """A model call in agent graph run ``call.graph`` that no step made: another middleware's, a tool's, a
-        subagent's (a ``chat`` span with ``rb.call.source``, its usage in the run's totals), or the fallback of a
-        step whose call failed in the same model node (the model wrapper under ``ModelFallbackMiddleware``: the
-        step's next attempt)."""
+        """A model call in agent graph run ``call.graph`` that no step made (``model_calls.py``): recorded when
+        the graph is one of ours."""
         run = self._tracker.run_of(call.graph)
         if run is None:
             return False
         try:
-            if run.failed is not None and run.failed[1] == call.node:
-                self._fallback_attempt(run, call, reply, error)
-                return True
-            tokens, details = 0, None
-            if isinstance(reply, AIMessage):
-                tokens, _, details = chat_response(reply)
-            run.recorder.model_call(
-                source=call.source,
-                request_model=call.model,
-                provider=call.provider,
-                start_time=call.started,
-                duration=time.perf_counter() - call.started_perf,
-                tokens=tokens,
-                response=details,
-                error=error,
-            )
+            record_model_call(run, call, reply, error)
         except Exception:
             _log.warning("recording a model call failed; continuing", exc_info=True)
         return True
-
-    def _fallback_attempt(self, run: AgentRun, call: ModelCall, reply: Any, error: BaseException | None) -> None:
-        """The next attempt of the step whose call failed: its ``chat`` span, and the step ends with it."""
-        assert run.failed is not None
-        failed = run.failed[0]
-        decision = failed.decision
-        decision.entry.attempts += 1
-        chat = run.recorder.start_chat(
-            decision.entry,
-            request_model=call.model,
-            provider=call.provider,
-            steering_ms=decision.steering_ms,
-            start_time=call.started,
-            current=False,
-        )
-        if error is not None or not isinstance(reply, AIMessage):
-            chat.fail(error if error is not None else RuntimeError("the model returned no message"))
-            return  # still failed: a further fallback is its next attempt
-        run.failed = None
-        tokens, tool_calls, details = chat_response(reply)
-        chat.stop(details)
-        run.session.end_step(decision, tokens=tokens, tool_calls=tool_calls)
 
     # -- tool calls: the guard reports them as LangChain callbacks (cheaper for the agent than wrap_tool_call) --
 

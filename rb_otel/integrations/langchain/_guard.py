@@ -34,7 +34,7 @@ from langchain_core.tracers.context import register_configure_hook
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-__all__ = ["ModelCall", "RunEndGuard", "ToolObserver", "guard", "steered_call"]
+__all__ = ["STEERED", "ModelCall", "RunEndGuard", "ToolObserver", "guard", "steered_call"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
@@ -43,18 +43,22 @@ EndCallback = Callable[[BaseException | None, bool], None]
 _MAX_TRACKED = 200_000
 _MAX_DEPTH = 64  # parents walked from a model call up to its agent graph
 
-#: Set while a middleware's ``wrap_model_call`` calls the model of its step: that call is the step's own.
-_STEERED: contextvars.ContextVar[bool] = contextvars.ContextVar("rb_otel_steered_call", default=False)
+#: Set while a middleware's ``wrap_model_call`` calls the model of its step: that call is the step's own. The
+#: middleware sets and resets it directly around the handler (``STEERED.set(True)`` / ``STEERED.reset(token)``):
+#: a context manager would cost a generator's worth of calls on every model call; :func:`steered_call` is that
+#: plain definition, for other callers.
+STEERED: contextvars.ContextVar[bool] = contextvars.ContextVar("rb_otel_steered_call", default=False)
+_STEERED = STEERED
 
 
 @contextlib.contextmanager
 def steered_call() -> Iterator[None]:
     """Mark the model call made inside as the steered step's own (not a call to report)."""
-    token = _STEERED.set(True)
+    token = STEERED.set(True)
     try:
         yield
     finally:
-        _STEERED.reset(token)
+        STEERED.reset(token)
 
 
 @dataclass(slots=True)

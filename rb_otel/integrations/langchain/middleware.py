@@ -40,7 +40,7 @@ from rb_otel.telemetry import ChatInvocation
 from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, FSMState, RunFields, StepDecision, StepLogEntry
 
-from ._guard import ModelCall, guard, steered_call
+from ._guard import STEERED, ModelCall, guard
 from ._support import ModelResult, StepCall, begin_model_step, node_run_id, reply_of, steered_system_message
 from .lifecycle import RunTracker
 from .model_calls import record_model_call
@@ -195,12 +195,14 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return handler(request)
         if call.chat is None:
             return self._stopped(run, call)
+        steered = STEERED.set(True)  # this call is the step's own (the guard reports the others)
         try:
-            with steered_call():
-                response = handler(call.request)
+            response = handler(call.request)
         except BaseException as exc:
             self._model_failed(run, call, exc)
             raise
+        finally:
+            STEERED.reset(steered)
         return self._after_model(run, call, response)
 
     async def awrap_model_call(
@@ -211,12 +213,14 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return await handler(request)
         if call.chat is None:
             return self._stopped(run, call)
+        steered = STEERED.set(True)  # this call is the step's own (the guard reports the others)
         try:
-            with steered_call():
-                response = await handler(call.request)
+            response = await handler(call.request)
         except BaseException as exc:
             self._model_failed(run, call, exc)
             raise
+        finally:
+            STEERED.reset(steered)
         return self._after_model(run, call, response)
 
     # -- internals: model calls ----------------------------------------------------------------------------

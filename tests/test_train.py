@@ -80,6 +80,9 @@ def test_train_reports_out_of_fold_figures_and_writes_a_versioned_model(trained:
     assert data["trained"]["permutation_test"]["permutations"] == 19
     model = PilotModel.load(out)
     assert model.version == PILOT_V2 and model.fsm["skip_threshold"] >= model.fsm["slow_threshold"]
+    if not report.skip_on:  # SKIP off stays off live, however many runs the agent's baseline holds
+        assert model.fsm["skip_threshold"] == 1.0 and "off" in " ".join(report.table())
+        assert PilotScorer(model=model).start_run("a|m").fsm_thresholds()["skip_threshold"] == 1.0
 
 
 def test_the_fitted_model_loads_everywhere_a_pilot_does(trained: Any, tau2: Path) -> None:

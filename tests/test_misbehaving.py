@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from components import RedisServer, free_port
+from components import RedisServer, free_port, wait_until
 
 from rb_otel.backends.baselines.redis_store import RedisSummaryStore
 from rb_otel.backends.baselines.sqlite_store import SqliteSummaryStore
@@ -250,7 +250,8 @@ def test_a_corrupted_sqlite_store_warns_once_not_per_run(tmp_path: Path) -> None
         _worker(str(path), "--runs", "100000", "--pace", "0.01", "--fresh-agents", "--until-file", str(stop))
         for _ in range(2)
     ]
-    time.sleep(3)
+    wait_until(lambda: path.exists() and path.stat().st_size > 0, timeout=60, interval=0.1, what="the store")
+    time.sleep(1.5)  # runs recorded into it
     size = path.stat().st_size
     with path.open("r+b") as handle:  # every page after the first overwritten: the header still says SQLite
         handle.seek(4096)

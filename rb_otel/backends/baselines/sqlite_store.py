@@ -102,14 +102,22 @@ class SqliteSummaryStore:
         self._lock = threading.Lock()
         self._warned_rows: set[str] = set()
         legacy = self._check_file(create)
-        try:
-            if legacy is not None:
-                self._import_legacy(legacy)
-            else:
-                with self._connection() as db:
-                    self._initialise(db)
-        except StoreUnavailable as exc:
-            raise BaselineStoreError(f"not a usable baseline store ({exc})") from None
+        deadline = time.monotonic() + write_timeout
+        while True:
+            try:
+                if legacy is not None:
+                    self._import_legacy(legacy)
+                else:
+                    with self._connection() as db:
+                        self._initialise(db)
+                break
+            except StoreUnavailable as exc:
+                # Processes creating one store at once: SQLite answers "locked" at once (not after its busy
+                # timeout) where waiting could deadlock, e.g. switching the journal to WAL; try again, bounded.
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise BaselineStoreError(f"not a usable baseline store ({exc})") from None
+                self.close()
+                time.sleep(0.05)
 
     # -- SummaryStore ----------------------------------------------------------------------------------
 

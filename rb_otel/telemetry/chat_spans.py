@@ -145,11 +145,8 @@ class ChatSpans:
         live = self._live.pop(step, None)
         if live is None:
             return
-        error_type = error_type_name(error)
         try:
-            live.span.record_exception(error)
-            live.span.set_attribute(n.ERROR_TYPE, error_type)
-            live.span.set_status(Status(StatusCode.ERROR, error_type))
+            error_type = _mark_failed(live.span, error)
             self._metrics.chat_failed(
                 provider=live.provider,
                 request_model=live.request_model,
@@ -160,6 +157,50 @@ class ChatSpans:
             )
         finally:
             live.span.end()
+
+    def record_call(
+        self,
+        *,
+        parent: otel_context.Context,
+        source: str,
+        request_model: str,
+        provider: str,
+        start_time: float,
+        duration: float,
+        state: FSMState,
+        response: ChatResponse | None,
+        error: BaseException | None,
+    ) -> None:
+        """The ``chat`` span of a model call in the run that is no step (another middleware's, a tool's, a
+        subagent's): ``rb.call.source`` and what the provider reported, no ``rb.*`` step attributes; its end and
+        its measurements join the batch like a step's."""
+        attrs: Attributes = {
+            n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
+            n.GEN_AI_PROVIDER_NAME: provider,
+            n.RB_CALL_SOURCE: source,
+        }
+        if request_model:
+            attrs[n.GEN_AI_REQUEST_MODEL] = request_model
+        if response is not None:
+            attrs.update(response_attributes(response, self._content))
+        span = self._tracer.start_span(
+            f"{n.OP_CHAT} {request_model}".rstrip(),
+            context=parent,
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=ns(start_time),
+        )
+        if error is not None:
+            _mark_failed(span, error)
+        self._metrics.model_call(
+            state=state,
+            provider=provider,
+            request_model=request_model,
+            duration=duration,
+            response=response,
+            context=trace.set_span_in_context(span),
+        )
+        self._batch.end_span(span, None, time.time_ns())
 
     def abandon(self, *, state: FSMState) -> None:
         """End every live span still open (the run ended around it)."""
@@ -263,3 +304,12 @@ class ChatSpans:
         )
         duration = max(finish - start, 0.0)
         return _Ending(span, None, ns(start + duration), duration, provider, request_model)
+
+
+def _mark_failed(span: Span, error: BaseException) -> str:
+    """Record ``error`` on ``span`` (the exception event, ``error.type``, status ERROR); returns the type."""
+    error_type = error_type_name(error)
+    span.record_exception(error)
+    span.set_attribute(n.ERROR_TYPE, error_type)
+    span.set_status(Status(StatusCode.ERROR, error_type))
+    return error_type

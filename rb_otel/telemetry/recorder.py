@@ -33,7 +33,6 @@ from rb_otel.telemetry.attributes import (
     error_type_name,
     error_type_of,
     outcome_label,
-    response_attributes,
 )
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW, Batch
 from rb_otel.telemetry.chat_spans import ChatSpans
@@ -44,7 +43,7 @@ from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.invocations import ChatInvocation, ToolInvocation
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.run_summary import RunSummary
-from rb_otel.telemetry.spans import ToolCall, ns
+from rb_otel.telemetry.spans import ToolCall, link_to_part, ns
 from rb_otel.telemetry.uploads import CompletionUploads
 from rb_otel.types import FSMState, StepLogEntry
 
@@ -137,7 +136,7 @@ class RunRecorder:
             kind=SpanKind.INTERNAL,
             attributes=self.info.start_attributes(),
             start_time=None if start_time is None else ns(start_time),
-            links=[link for link in map(_link_to, self._links) if link is not None],
+            links=[link for link in map(link_to_part, self._links) if link is not None],
         )
         self._ctx = trace.set_span_in_context(self._span)
         self._started_perf = time.perf_counter()
@@ -319,39 +318,19 @@ class RunRecorder:
         subagent's model): a ``chat`` span under the run with ``rb.call.source`` and its usage, its tokens in the
         run's totals; no step, no FSM state, no guidance. Never raises."""
         try:
-            attrs: dict[str, AttributeValue] = {
-                n.GEN_AI_OPERATION_NAME: n.OP_CHAT,
-                n.GEN_AI_PROVIDER_NAME: provider,
-                n.RB_CALL_SOURCE: source,
-            }
-            if request_model:
-                attrs[n.GEN_AI_REQUEST_MODEL] = request_model
-            if response is not None:
-                attrs.update(response_attributes(response, self._content))
-            span = self._tracer.start_span(
-                f"{n.OP_CHAT} {request_model}".rstrip(),
-                context=self.context,
-                kind=SpanKind.CLIENT,
-                attributes=attrs,
-                start_time=ns(start_time),
-            )
-            if error is not None:
-                error_type = error_type_name(error)
-                span.record_exception(error)
-                span.set_attribute(n.ERROR_TYPE, error_type)
-                span.set_status(Status(StatusCode.ERROR, error_type))
-            else:
-                self.summary.add_usage(tokens, response)
-            context = trace.set_span_in_context(span)
-            self._metrics.model_call(
-                state=self.summary.state,
-                provider=provider,
+            self._chats.record_call(
+                parent=self.context,
+                source=source,
                 request_model=request_model,
+                provider=provider,
+                start_time=start_time,
                 duration=duration,
+                state=self.summary.state,
                 response=response,
-                context=context,
+                error=error,
             )
-            self._batch.end_span(span, None, time.time_ns())
+            if error is None:
+                self.summary.add_usage(tokens, response)
             self._batch.settle()
         except Exception:
             _log.warning("recording a model call of run %s failed; continuing", self.info.run_id, exc_info=True)
@@ -469,18 +448,3 @@ class RunRecorder:
             )
         finally:  # the run span ends whatever the meter does
             span.end(end_time=None if end_time is None else ns(end_time))
-
-
-def _link_to(part_id: str) -> trace.Link | None:
-    """A link to the ``invoke_agent`` span a :attr:`RunRecorder.part_id` names (``None`` for a malformed one)."""
-    trace_hex, _, span_hex = str(part_id).partition("-")
-    try:
-        context = trace.SpanContext(
-            int(trace_hex, 16),
-            int(span_hex, 16),
-            is_remote=True,
-            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
-        )
-    except ValueError:
-        return None
-    return trace.Link(context, {n.RB_LINK_TYPE: n.LINK_PREVIOUS_PART}) if context.is_valid else None

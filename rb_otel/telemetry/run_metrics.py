@@ -85,12 +85,7 @@ class RunMetrics:
             count(inst.injections, sources.count(source), {**agent, n.RB_INJECTION_SOURCE: source}, context)
         if steering_ms is not None:
             record(inst.steering_duration, steering_ms / 1000.0, agent, context)
-        record(inst.operation_duration, duration, labels.operation, context)
-        if response is not None:
-            if response.input_tokens is not None:
-                record(inst.token_usage, response.input_tokens, labels.input_tokens, context)
-            if response.output_tokens is not None:
-                record(inst.token_usage, response.output_tokens, labels.output_tokens, context)
+        self._call(labels, duration, response, context)
 
     def model_call(
         self,
@@ -104,6 +99,12 @@ class RunMetrics:
     ) -> None:
         """A model call that is not a step (another middleware's, a tool's): its duration and token usage."""
         labels = self._step_labels(state.value, provider, request_model, response.response_model if response else "")
+        self._call(labels, duration, response, context)
+
+    def _call(
+        self, labels: _StepLabels, duration: float, response: ChatResponse | None, context: otel_context.Context
+    ) -> None:
+        """What every model call records, a step or not: ``gen_ai.client.operation.duration`` and the usage."""
         record = self._batch.record
         record(self._inst.operation_duration, duration, labels.operation, context)
         if response is not None:

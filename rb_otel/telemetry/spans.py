@@ -1,4 +1,4 @@
-"""Small span bookkeeping types used by ``RunRecorder``: open model and tool calls, time conversion."""
+"""Small span bookkeeping used by ``RunRecorder``: open model and tool calls, time conversion, links to parts."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import Attributes, ChatResponse
 
-__all__ = ["Abandoned", "LiveChat", "ToolCall", "ns"]
+__all__ = ["Abandoned", "LiveChat", "ToolCall", "link_to_part", "ns"]
 
 
 @dataclass(slots=True)
@@ -51,3 +53,15 @@ def ns(seconds: float) -> int:
 
 class Abandoned(Exception):
     """Marks a span that was still open when its run ended (cancellation, abandoned stream)."""
+
+
+def link_to_part(part_id: str) -> trace.Link | None:
+    """A link to the ``invoke_agent`` span a ``RunRecorder.part_id`` names (``<trace id>-<span id>`` in hex), as
+    a resumed part's span carries it; ``None`` for a malformed one."""
+    trace_hex, _, span_hex = str(part_id).partition("-")
+    try:
+        sampled = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+        context = trace.SpanContext(int(trace_hex, 16), int(span_hex, 16), is_remote=True, trace_flags=sampled)
+    except ValueError:
+        return None
+    return trace.Link(context, {n.RB_LINK_TYPE: n.LINK_PREVIOUS_PART}) if context.is_valid else None

@@ -1,10 +1,11 @@
 """What rb-otel does on a process's way out: a normal exit, a worker process's exit, and SIGTERM.
 
 Code that holds finished work (the telemetry's batched span ends, the baseline cache's queued run summaries)
-registers a callback with :func:`on_exit`. The callbacks run once per process, whichever way out it takes:
+registers a callback with :func:`on_exit`. A normal interpreter exit is not this module's: each caller keeps its
+own ``atexit`` hook there, since its order against the OpenTelemetry SDK's own exit hooks matters (the telemetry
+re-registers its hook after every provider it meets). The callbacks run once per process on the ways out that
+skip ``atexit`` or cut it short:
 
-* a normal interpreter exit (``atexit``; the callers keep their own ``atexit`` hooks where their order against
-  the OpenTelemetry SDK's matters, and these callbacks are idempotent);
 * the exit of a ``multiprocessing`` worker (fork, forkserver, spawn; ``concurrent.futures.ProcessPoolExecutor``;
   Celery's ``billiard`` pool), which ends with ``os._exit`` after its task loop and so skips ``atexit``: a
   ``multiprocessing.util.Finalize`` (and ``billiard.util.Finalize`` when billiard is loaded) registered the first

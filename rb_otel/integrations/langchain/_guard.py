@@ -9,7 +9,7 @@ every run without the caller passing ``callbacks=``.
 The handler only keeps a child -> parent map of chain and tool runs in flight (dropped as they end), calls back
 the runs a middleware asked to watch, and reports tool runs to the middleware that claims their agent graph (a
 callback costs the agent far less than a ``wrap_tool_call`` hook). It also sees every chat model call: the
-steered call of a step is marked (:func:`steered_call`, or claimed by its run id with :meth:`RunEndGuard.claim`);
+steered call of a step is marked (:data:`STEERED`, or claimed by its run id with :meth:`RunEndGuard.claim`);
 any other call inside a watched agent graph (a model that another middleware, a tool or a subagent without
 rb-otel calls) is reported when it ends, with where it came from, so its usage counts in the run. Its methods are
 ``run_inline`` (so a tool span is current while the tool runs) and must never raise.
@@ -17,14 +17,13 @@ rb-otel calls) is reported when it ends, with where it came from, so its usage c
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
@@ -34,7 +33,7 @@ from langchain_core.tracers.context import register_configure_hook
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-__all__ = ["STEERED", "ModelCall", "RunEndGuard", "ToolObserver", "guard", "steered_call"]
+__all__ = ["STEERED", "ModelCall", "RunEndGuard", "ToolObserver", "guard"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
@@ -43,22 +42,9 @@ EndCallback = Callable[[BaseException | None, bool], None]
 _MAX_TRACKED = 200_000
 _MAX_DEPTH = 64  # parents walked from a model call up to its agent graph
 
-#: Set while a middleware's ``wrap_model_call`` calls the model of its step: that call is the step's own. The
-#: middleware sets and resets it directly around the handler (``STEERED.set(True)`` / ``STEERED.reset(token)``):
-#: a context manager would cost a generator's worth of calls on every model call; :func:`steered_call` is that
-#: plain definition, for other callers.
+#: Set (``STEERED.set(True)`` ... ``STEERED.reset(token)``) while a middleware's ``wrap_model_call`` calls the model
+#: of its step: that call is the step's own, not one to report.
 STEERED: contextvars.ContextVar[bool] = contextvars.ContextVar("rb_otel_steered_call", default=False)
-_STEERED = STEERED
-
-
-@contextlib.contextmanager
-def steered_call() -> Iterator[None]:
-    """Mark the model call made inside as the steered step's own (not a call to report)."""
-    token = STEERED.set(True)
-    try:
-        yield
-    finally:
-        STEERED.reset(token)
 
 
 @dataclass(slots=True)
@@ -223,7 +209,7 @@ class RunEndGuard(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if _STEERED.get() or parent_run_id is None:
+        if STEERED.get() or parent_run_id is None:
             return  # a step's own call (the middleware records it), or not inside any graph
         found = self._owner(parent_run_id)
         if found is None:

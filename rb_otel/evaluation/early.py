@@ -76,12 +76,6 @@ class EarlyRow:
             "prompt_tokens_direction": self.prompt_sign,
         }
 
-    @property
-    def best_baseline(self) -> float:
-        """The stronger of the two same-prefix baselines (``nan`` when neither is known)."""
-        known = [v for v in (self.chars, self.prompt_tokens) if not math.isnan(v)]
-        return max(known) if known else float("nan")
-
 
 def early_warning(
     runs: Sequence[RunTrace], steps: Sequence[int] = EARLY_STEPS, *, folds: Sequence[int] | None = None

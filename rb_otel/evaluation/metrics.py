@@ -14,7 +14,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Oriented", "auroc", "auroc_interval", "calibration_bins", "oriented_auroc", "rank_average", "wilson_upper"]
+__all__ = [
+    "Oriented",
+    "auroc",
+    "auroc_interval",
+    "calibration_bins",
+    "oriented_auroc",
+    "oriented_values",
+    "rank_average",
+    "wilson_upper",
+]
 
 
 def rank_average(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -61,6 +70,16 @@ def oriented_auroc(
     when, on the other folds' runs, the baseline ranks failures below successes (AUROC < 0.5). A baseline that
     predicts failure by being *small* then counts as strong as it is; the direction is never chosen on the runs it
     is scored on."""
+    oriented, sign = oriented_values(failed, values, folds)
+    return Oriented(auroc(np.asarray(failed, dtype=bool), oriented), sign)
+
+
+def oriented_values(
+    failed: Sequence[bool], values: Sequence[float] | NDArray[np.float64], folds: Sequence[int] | NDArray[np.int64]
+) -> tuple[NDArray[np.float64], int]:
+    """``values`` with each fold's flipped when the other folds' runs say the baseline points the other way
+    (AUROC < 0.5), and the direction: +1 (more means failure) or -1 (less) in every fold, 0 when they disagreed.
+    What :func:`oriented_auroc` scores; the training report's intervals and per-fold figures use it too."""
     y = np.asarray(failed, dtype=bool)
     v = np.asarray(values, dtype=np.float64)
     f = np.asarray(folds)
@@ -72,7 +91,7 @@ def oriented_auroc(
         sign = -1 if (not math.isnan(a) and a < 0.5) else 1
         signs.add(sign)
         oriented[~train] = sign * v[~train]
-    return Oriented(auroc(y, oriented), signs.pop() if len(signs) == 1 else 0)
+    return oriented, signs.pop() if len(signs) == 1 else 0
 
 
 def wilson_upper(count: int, n: int, z: float = 1.0) -> float:

@@ -25,9 +25,8 @@ from numpy.typing import NDArray
 
 from rb_otel._version import __version__
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
-from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_auroc, wilson_upper
+from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_values
 from rb_otel.importers.labels import Labels
-from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.pilot_model import FEATURES, PILOT_V2, PilotModel, TextWeights
 from rb_otel.steering.pilot_text import TEXT_VALUES
 from rb_otel.training.cv import OutOfFold, early_step, nested_out_of_fold, select
@@ -36,8 +35,7 @@ from rb_otel.training.features import PrefixData, extract, prior_of
 from rb_otel.training.fit import CANDIDATES, TEXT_BITS, Fitted, fit_candidate
 from rb_otel.training.permutation import PERMUTATIONS, permutation_test
 from rb_otel.training.report import Figure, TrainingReport
-from rb_otel.training.thresholds import MIN_USEFUL_STOPS, SKIP_OFF, choose_fsm
-from rb_otel.types import FSMState
+from rb_otel.training.thresholds import SKIP_OFF, choose_fsm, fold_thresholds, holding_bound
 
 __all__ = ["TrainingError", "TrainingResult", "fold_thresholds", "train", "train_dataset"]
 
@@ -139,10 +137,8 @@ def train_dataset(
         probabilities,
         max_false_stops=max_false_stops,
         failing=[p for p, r in zip(probabilities, runs, strict=True) if r.failed],
-        z=report.bound_strictness or 1.0,
+        z=report.bound_strictness,  # None: no bound kept the budget on the cross-fitted folds, SKIP off
     )
-    if not report.skip_on:  # no bound kept the budget on the cross-fitted folds: SKIP off, and the file says so
-        fsm["skip_threshold"] = SKIP_OFF
     report.skip_on = fsm["skip_threshold"] < SKIP_OFF
     model = _model(fitted, prior, fsm, runs, dataset, report, max_false_stops)
     written = None
@@ -184,81 +180,12 @@ def _traces(
     return out
 
 
-def _states(fsm: DifficultyFSM, scores: Sequence[float]) -> list[str]:
-    current, history, out = FSMState.INIT, [], []
-    for value in scores:
-        history.append(value)
-        current = fsm.transition(current, history)
-        out.append(current.value)
-    return out
-
-
-#: How strict the false-stop bound is made, in turn, until it holds on the cross-fitted folds (``z`` of Wilson's).
-BOUND_STRICTNESS = (1.0, 2.0, 3.0)
-
-
-def fold_thresholds(
-    runs: Sequence[LabelledRun],
-    probabilities: Sequence[Sequence[float]],
-    folds: NDArray[np.int64],
-    max_false_stops: float,
-    z: float = 1.0,
-) -> dict[int, dict[str, float]]:
-    """The FSM thresholds each fold's runs are judged by: chosen from the *other* folds' out-of-fold scores only."""
-    out = {}
-    for f in np.unique(folds):
-        others = [i for i in range(len(runs)) if folds[i] != f]
-        out[int(f)] = choose_fsm(
-            [probabilities[i] for i in others if not runs[i].failed],
-            [probabilities[i] for i in others],
-            max_false_stops=max_false_stops,
-            failing=[probabilities[i] for i in others if runs[i].failed],
-            z=z,
-        )
-    return out
-
-
-def _cross_fitted_states(
-    runs: Sequence[LabelledRun],
-    probabilities: list[list[float]],
-    folds: NDArray[np.int64],
-    max_false_stops: float,
-    z: float = 1.0,
-) -> list[list[str]]:
-    """Each run's FSM states under thresholds chosen from the other folds' out-of-fold scores."""
-    states: list[list[str]] = [[] for _ in runs]
-    for f, thresholds in fold_thresholds(runs, probabilities, folds, max_false_stops, z).items():
-        fsm = DifficultyFSM(**thresholds)
-        for i in np.flatnonzero(folds == f):
-            states[i] = _states(fsm, probabilities[i])
-    return states
-
-
-def _holding_bound(
-    runs: Sequence[LabelledRun], probabilities: list[list[float]], folds: NDArray[np.int64], max_false_stops: float
-) -> tuple[float | None, list[list[str]]]:
-    """The least strict bound under which SKIP keeps the budget on runs its thresholds never saw (the Wilson
-    upper bound, z = 1, of the cross-fitted false stops within ``max_false_stops``) and still stops a useful share
-    of the failing runs; ``None`` (SKIP off) when none does. Returns it with the cross-fitted states it gives."""
-    ok = [i for i, r in enumerate(runs) if not r.failed]
-    bad = [i for i, r in enumerate(runs) if r.failed]
-    states: list[list[str]] = []
-    for z in BOUND_STRICTNESS:
-        states = _cross_fitted_states(runs, probabilities, folds, max_false_stops, z)
-        stops = sum("SKIP" in states[i] for i in ok)
-        stopped = sum("SKIP" in states[i] for i in bad) / max(len(bad), 1)
-        if wilson_upper(stops, len(ok)) <= max_false_stops and stopped >= MIN_USEFUL_STOPS:
-            return z, states
-    off = [["SLOW" if state == "SKIP" else state for state in run] for run in states]  # what SKIP off does
-    return None, off
-
-
 def _report(
     data: PrefixData, oof: OutOfFold, dataset: Dataset, *, folds: int, max_false_stops: float
 ) -> TrainingReport:
     runs = data.runs
     probabilities = _per_run(data, oof.logits)
-    strictness, states = _holding_bound(runs, probabilities, oof.folds, max_false_stops)
+    strictness, states = holding_bound(runs, probabilities, oof.folds, max_false_stops)
     traces = _traces(runs, probabilities, states)
     y = [r.failed for r in runs]
     groups = [r.group for r in runs]
@@ -269,9 +196,7 @@ def _report(
         bootstrap over groups and the per-fold spread."""
         sign, oriented = 1, np.asarray(values, dtype=np.float64)
         if baseline:
-            found = oriented_auroc(y, values, oof.folds)
-            sign = found.sign
-            oriented = _oriented(y, oriented, oof.folds)
+            oriented, sign = oriented_values(y, oriented, oof.folds)
         value = auroc(y, oriented)
         low, high = auroc_interval(y, oriented.tolist(), groups if repeated else None, resamples=500)
         per_fold = tuple(_fold_auroc(y, oriented, oof.folds, f) for f in range(folds))
@@ -309,17 +234,6 @@ def _report(
         skip_on=strictness is not None,
         bound_strictness=strictness,
     )
-
-
-def _oriented(y: Sequence[bool], values: NDArray[np.float64], folds: NDArray[np.int64]) -> NDArray[np.float64]:
-    """``values`` with each fold's flipped when the other folds say the baseline points the other way."""
-    out = values.copy()
-    target = np.asarray(y, dtype=bool)
-    for f in np.unique(folds):
-        train = folds != f
-        if auroc(target[train], values[train]) < 0.5:
-            out[~train] = -values[~train]
-    return out
 
 
 def _fold_auroc(y: Sequence[bool], values: NDArray[np.float64], folds: NDArray[np.int64], fold: int) -> float:

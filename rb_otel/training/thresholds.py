@@ -13,15 +13,30 @@ never exceeds) and the model file says so. SLOW (guidance and routing, not a sto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from rb_otel.evaluation.metrics import wilson_upper
 from rb_otel.steering.fsm import DifficultyFSM
+from rb_otel.training.dataset import LabelledRun
 from rb_otel.types import FSMState
 
-__all__ = ["MIN_USEFUL_STOPS", "SKIP_OFF", "SKIP_WINDOW", "SKIP_WINDOWS", "SLOW_WINDOW", "choose_fsm", "reaches"]
+__all__ = [
+    "BOUND_STRICTNESS",
+    "MIN_USEFUL_STOPS",
+    "SKIP_OFF",
+    "SKIP_WINDOW",
+    "SKIP_WINDOWS",
+    "SLOW_WINDOW",
+    "choose_fsm",
+    "cross_fitted_states",
+    "fold_thresholds",
+    "fsm_states",
+    "holding_bound",
+    "reaches",
+]
 
 SLOW_WINDOW = 2
 #: The holds SKIP may use (steps the risk must stay above its threshold), chosen per fit on its training side.
@@ -35,12 +50,23 @@ MIN_USEFUL_STOPS = 0.02
 SKIP_OFF = 1.0
 
 
-def reaches(fsm: DifficultyFSM, scores: Sequence[float], state: FSMState) -> int | None:
-    """The 0-based step at which the FSM first enters ``state`` (SLOW counts SKIP too) over ``scores``."""
+def _replay(fsm: DifficultyFSM, scores: Sequence[float]) -> Iterator[FSMState]:
+    """The FSM's state after each of ``scores``, from INIT: the one replay every threshold figure uses."""
     current, history = FSMState.INIT, []
-    for i, value in enumerate(scores):
+    for value in scores:
         history.append(float(value))
         current = fsm.transition(current, history)
+        yield current
+
+
+def fsm_states(fsm: DifficultyFSM, scores: Sequence[float]) -> list[str]:
+    """The state after each step of a run scored ``scores``."""
+    return [state.value for state in _replay(fsm, scores)]
+
+
+def reaches(fsm: DifficultyFSM, scores: Sequence[float], state: FSMState) -> int | None:
+    """The 0-based step at which the FSM first enters ``state`` (SLOW counts SKIP too) over ``scores``."""
+    for i, current in enumerate(_replay(fsm, scores)):
         if current is state or (state is FSMState.SLOW and current is FSMState.SKIP):
             return i
     return None
@@ -78,11 +104,12 @@ def choose_fsm(
     max_false_stops: float,
     max_false_slows: float = 0.15,
     failing: Sequence[Sequence[float]] | None = None,
-    z: float = 1.0,
+    z: float | None = 1.0,
 ) -> dict[str, float]:
     """FSM thresholds and windows from out-of-fold probabilities (``successful``: those of successful runs;
     ``failing``: of failing runs, for the choice of SKIP's hold; without them the hold is :data:`SKIP_WINDOW`;
-    ``z``: how strict the bound is, ``rb-otel train`` raises it until the budget holds on the cross-fitted folds).
+    ``z``: how strict the bound is (:func:`holding_bound` raises it until the budget holds on the cross-fitted
+    folds; ``None``: no strictness held it, SKIP is off).
     SKIP is off when its threshold is :data:`SKIP_OFF` (module docstring)."""
     flat = np.concatenate([np.asarray(s, dtype=np.float64) for s in every if len(s)])
     peaks = [max(min(s[i : i + SLOW_WINDOW]) for i in range(len(s) - SLOW_WINDOW + 1)) for s in successful if
@@ -98,16 +125,17 @@ def choose_fsm(
 
     slow = _lowest(peaks, lambda t: _share(fsm(t, 1.0), successful, FSMState.SLOW) <= max_false_slows, fast + 1e-3)
     options = []
-    for window in SKIP_WINDOWS if failing is not None else (SKIP_WINDOW,):
+    for window in (SKIP_WINDOWS if failing is not None else (SKIP_WINDOW,)) if z is not None else ():
 
         def within(t: float, window: int = window) -> bool:
-            return wilson_upper(_count(fsm(slow, t, window), successful, FSMState.SKIP), n_ok, z) <= max_false_stops
+            stops = _count(fsm(slow, t, window), successful, FSMState.SKIP)
+            return wilson_upper(stops, n_ok, z or 1.0) <= max_false_stops
 
         skip = _lowest(peaks, within, slow)
         stopped = _share(fsm(slow, skip, window), failing, FSMState.SKIP) if failing else 1.0
         if within(skip):
             options.append((stopped, -abs(window - SKIP_WINDOW), window, skip))
-    useful = [o for o in options if o[0] >= MIN_USEFUL_STOPS]
+    useful = [o for o in options if o[0] >= MIN_USEFUL_STOPS] if z is not None else []
     if useful:
         _, _, window, skip = max(useful)
         on = 1.0
@@ -123,3 +151,65 @@ def choose_fsm(
         "slow_window": SLOW_WINDOW,
         "skip_window": window,
     }
+
+
+#: How strict the false-stop bound is made, in turn, until it holds on the cross-fitted folds (Wilson's ``z``).
+BOUND_STRICTNESS = (1.0, 2.0, 3.0)
+
+
+def fold_thresholds(
+    runs: Sequence[LabelledRun],
+    probabilities: Sequence[Sequence[float]],
+    folds: NDArray[np.int64],
+    max_false_stops: float,
+    z: float | None = 1.0,
+) -> dict[int, dict[str, float]]:
+    """The FSM thresholds each fold's runs are judged by: chosen from the *other* folds' out-of-fold scores only."""
+    out = {}
+    for f in np.unique(folds):
+        others = [i for i in range(len(runs)) if folds[i] != f]
+        out[int(f)] = choose_fsm(
+            [probabilities[i] for i in others if not runs[i].failed],
+            [probabilities[i] for i in others],
+            max_false_stops=max_false_stops,
+            failing=[probabilities[i] for i in others if runs[i].failed],
+            z=z,
+        )
+    return out
+
+
+def cross_fitted_states(
+    runs: Sequence[LabelledRun],
+    probabilities: Sequence[Sequence[float]],
+    folds: NDArray[np.int64],
+    max_false_stops: float,
+    z: float | None = 1.0,
+) -> list[list[str]]:
+    """Each run's FSM states under thresholds chosen from the other folds' out-of-fold scores."""
+    states: list[list[str]] = [[] for _ in runs]
+    for f, thresholds in fold_thresholds(runs, probabilities, folds, max_false_stops, z).items():
+        fsm = DifficultyFSM(**thresholds)
+        for i in np.flatnonzero(folds == f).tolist():
+            states[i] = fsm_states(fsm, probabilities[i])
+    return states
+
+
+def holding_bound(
+    runs: Sequence[LabelledRun],
+    probabilities: Sequence[Sequence[float]],
+    folds: NDArray[np.int64],
+    max_false_stops: float,
+) -> tuple[float | None, list[list[str]]]:
+    """The least strict bound under which SKIP keeps the budget on runs its thresholds never saw (the Wilson
+    upper bound, z = 1, of the cross-fitted false stops within ``max_false_stops``) and still stops a useful share
+    of the failing runs; ``None`` (SKIP off) when none does. Returns it with the cross-fitted states it gives
+    (with SKIP off, the states SKIP off gives)."""
+    ok = [i for i, r in enumerate(runs) if not r.failed]
+    bad = [i for i, r in enumerate(runs) if r.failed]
+    for z in BOUND_STRICTNESS:
+        states = cross_fitted_states(runs, probabilities, folds, max_false_stops, z)
+        stops = sum("SKIP" in states[i] for i in ok)
+        stopped = sum("SKIP" in states[i] for i in bad) / max(len(bad), 1)
+        if wilson_upper(stops, len(ok)) <= max_false_stops and stopped >= MIN_USEFUL_STOPS:
+            return z, states
+    return None, cross_fitted_states(runs, probabilities, folds, max_false_stops, None)

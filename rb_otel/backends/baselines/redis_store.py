@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import socket
 import ssl
 import threading
@@ -29,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from rb_otel.backends.baselines.rows import StoredRows
 from rb_otel.steering.baselines import (
     MAX_AGENTS,
     MAX_RUNS,
@@ -56,8 +56,6 @@ _DEFAULT_PREFIX = "rb-otel:baselines:"
 _WRITE_TIMEOUT = 5.0
 #: Recent run ids kept per agent to recognise a retried write (far more than a retry can lag behind).
 _IDS_KEPT = 4 * MAX_RUNS
-
-_log = logging.getLogger("rb_otel.baselines")
 
 #: KEYS: runs list, ids sorted set, counts hash, newest hash, agents sorted set, format key.
 #: ARGV: agent, max runs, format, ids kept, then (run id, summary JSON, finished-at) per summary.
@@ -110,7 +108,7 @@ class RedisSummaryStore:
         self._connect_timeout = connect_timeout
         self._clients: dict[float, redis.Redis] = {}
         self._lock = threading.Lock()
-        self._warned: set[str] = set()
+        self._rows = StoredRows(self.url)
         try:
             self._append_once = self._client(_WRITE_TIMEOUT).register_script(_APPEND_ONCE)
         except ValueError as exc:  # redis-py's own URL parsing
@@ -153,33 +151,17 @@ class RedisSummaryStore:
             count, rows = pipe.execute()
         if count is None:
             return AgentRuns(0, ())
-        summaries = self._summaries(agent, rows)
+        summaries = self._rows.summaries(agent, rows)
         return AgentRuns(self._count(agent, count, len(summaries)), summaries)
-
-    def _summaries(self, agent: str, rows: list[Any]) -> tuple[RunSummary, ...]:
-        out, bad = [], 0
-        for raw in rows:
-            try:
-                out.append(RunSummary.from_dict(json.loads(raw)))
-            except (TypeError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-                bad += 1
-        if bad:
-            self._warn_once(agent, f"{bad} stored run(s) of agent {agent!r} are not run summaries; skipped")
-        return tuple(out)
 
     def _count(self, agent: str, raw: Any, fallback: int) -> int:
         try:
             return int(raw)
         except (TypeError, ValueError):
-            self._warn_once(agent, f"the run count of agent {agent!r} is not a number ({_text(raw)[:40]!r}); skipped")
+            self._rows.warn_once(
+                agent, "count", f"the run count of agent {agent!r} is not a number ({_text(raw)[:40]!r}); skipped"
+            )
             return fallback
-
-    def _warn_once(self, agent: str, message: str) -> None:
-        """One warning per agent and kind of problem (the message up to the agent's name)."""
-        key = f"{agent}\0{message.split(repr(agent), 1)[0]}"
-        if key not in self._warned:
-            self._warned.add(key)
-            _log.warning("baselines %s: %s", self.url, message)
 
     def agents(self) -> list[AgentInfo]:
         with self._answering():
@@ -202,7 +184,9 @@ class RedisSummaryStore:
             try:
                 runs, when = int(count or 0), None if newest is None else float(newest)
             except (TypeError, ValueError):
-                self._warn_once(agent, f"agent {agent!r} has a run count or time that is not a number; skipped")
+                self._rows.warn_once(
+                    agent, "listing", f"agent {agent!r} has a run count or time that is not a number; skipped"
+                )
                 continue
             out.append(AgentInfo(agent, runs, int(kept), when))
         return out

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rb_otel.backends.baselines.rows import StoredRows
 from rb_otel.steering.baselines import (
     COLUMNS,
     MAX_AGENTS,
@@ -100,7 +101,7 @@ class SqliteSummaryStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._warned_rows: set[str] = set()
+        self._rows = StoredRows(self.url)
         legacy = self._check_file(create)
         deadline = time.monotonic() + write_timeout
         while True:
@@ -149,22 +150,7 @@ class SqliteSummaryStore:
                 "ORDER BY id DESC LIMIT ?) ORDER BY id",
                 (agent, MAX_RUNS),
             ).fetchall()
-        return AgentRuns(int(row[0]), self._summaries(agent, [r[0] for r in rows]))
-
-    def _summaries(self, agent: str, rows: list[Any]) -> tuple[RunSummary, ...]:
-        """The rows that are run summaries; the others are skipped, with one warning per agent."""
-        out, bad = [], 0
-        for raw in rows:
-            try:
-                out.append(RunSummary.from_dict(json.loads(raw)))
-            except (TypeError, ValueError):
-                bad += 1
-        if bad and agent not in self._warned_rows:
-            self._warned_rows.add(agent)
-            _log.warning(
-                "baselines %s: %d stored run(s) of agent %r are not run summaries; skipped", self.url, bad, agent
-            )
-        return tuple(out)
+        return AgentRuns(int(row[0]), self._rows.summaries(agent, [r[0] for r in rows]))
 
     def agents(self) -> list[AgentInfo]:
         with self._connection() as db:

@@ -155,7 +155,7 @@ def main() -> None:
 
 
 def measure(args: argparse.Namespace, url: str) -> None:
-    from rb_otel.steering.pilot import PilotScorer
+    from rb_otel.backends.pilot import PilotScorer
 
     corpus = long_thoughts(thoughts(), args.thought_chars)
     if args.thought_chars:

@@ -22,7 +22,7 @@ from rb_otel._version import __version__
 
 _LAZY: dict[str, str] = {
     # the facade and its configuration
-    "ReasonBlocks": "rb_otel.reasonblocks",
+    "ReasonBlocks": "rb_otel.facade.reasonblocks",
     "ReasonBlocksConfig": "rb_otel.config",
     "build_middleware": "rb_otel.assembly",
     # value types
@@ -32,10 +32,10 @@ _LAZY: dict[str, str] = {
     "StepLogEntry": "rb_otel.types",
     # scorers
     "JudgeScorer": "rb_otel.steering.judge",
-    "PilotScorer": "rb_otel.steering.pilot",
+    "PilotScorer": "rb_otel.backends.pilot",
     "Scorer": "rb_otel.steering.scorers",
     "ScorerStep": "rb_otel.steering.scorers",
-    "agent_key": "rb_otel.steering.baselines",
+    "agent_key": "rb_otel.steering.agent_keys",
     # companions
     "GeneralMonitorMiddleware": "rb_otel.integrations.langchain.general_monitor",
     "TokenSavingMiddleware": "rb_otel.integrations.langchain.token_saving",
@@ -172,18 +172,18 @@ if TYPE_CHECKING:
     from rb_otel.ab.experiment_report import ab_report
     from rb_otel.assembly import build_middleware
     from rb_otel.backends.anthropic_classifier import make_anthropic_classifier
+    from rb_otel.backends.pilot import PilotScorer
     from rb_otel.config import ReasonBlocksConfig
     from rb_otel.evaluation import evaluate
+    from rb_otel.facade.reasonblocks import ReasonBlocks
     from rb_otel.importers.replay import replay
     from rb_otel.integrations.langchain.general_monitor import GeneralMonitorMiddleware
     from rb_otel.integrations.langchain.stopping import was_stopped
     from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware, TokenSavingStats
     from rb_otel.process_exit import handle_sigterm
-    from rb_otel.reasonblocks import ReasonBlocks
     from rb_otel.report import render_report
-    from rb_otel.steering.baselines import agent_key
+    from rb_otel.steering.agent_keys import agent_key
     from rb_otel.steering.judge import JudgeScorer
-    from rb_otel.steering.pilot import PilotScorer
     from rb_otel.steering.scorers import Scorer, ScorerStep
     from rb_otel.telemetry.setup import configure
     from rb_otel.training import train

@@ -1,4 +1,5 @@
-"""``ReasonBlocksConfig`` and ``build_middleware`` (spec 1.9): the alternate assembly path, one config to a list.
+"""``ReasonBlocksConfig`` and ``build_middleware`` (docs/experiments.md, "ReasonBlocksConfig and build_middleware"):
+the alternate assembly path, one config to a list.
 
 ``build_middleware(config, api, score_fn=..., fsm=..., state_manager=...)`` returns, in this order:
 
@@ -19,9 +20,10 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 
 from rb_otel.config import ReasonBlocksConfig
+from rb_otel.deprecation import deprecated
+from rb_otel.facade.reasonblocks import ReasonBlocks
 from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
 from rb_otel.integrations.steered_runs import RunFactory
-from rb_otel.reasonblocks import ReasonBlocks
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.scorers import text_scorer_name
 from rb_otel.steering.session import SteeringSession, StepEmitter
@@ -79,7 +81,10 @@ def build_middleware(
     run_id: str | None = None,
     run_metadata: Mapping[str, Any] | None = None,
 ) -> list[AgentMiddleware[Any, Any, Any]]:
-    """The middleware ``config`` asks for, in the documented order (see the module docstring)."""
+    """The middleware ``config`` asks for, in the documented order (see the module docstring). Deprecated: one
+    way builds the middleware, ``ReasonBlocks.from_config(config, ...)`` (this path's sessions had no scorer, agent
+    key, step budget or rb-api events of their own)."""
+    deprecated("rb_otel.build_middleware()", instead="ReasonBlocks.from_config(config, ...)")
     if not isinstance(config, ReasonBlocksConfig):
         raise TypeError(f"config must be a ReasonBlocksConfig, got {type(config).__name__}")
     api = api if api is not None else ReasonBlocks(task_profile=config.monitor_task_profile)

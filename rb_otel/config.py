@@ -1,20 +1,21 @@
-"""``ReasonBlocksConfig``: every switch of the configuration-file path (spec 1.9), with the spec's defaults.
+"""``ReasonBlocksConfig``: every switch of the configuration-file path (docs/experiments.md, "ReasonBlocksConfig and
+build_middleware"), with the documented defaults.
 
-``ReasonBlocks.from_config(config, **kwargs)`` (or spec 1.9's ``build_middleware(config, rb, ...)``) turns it into
-the middleware list, in the spec's order: the steering middleware (when any of ``enable_e1``, ``enable_e2``,
+``ReasonBlocks.from_config(config, **kwargs)`` (or the deprecated ``build_middleware(config, rb, ...)``) turns it into
+the middleware list, in the documented order: the steering middleware (when any of ``enable_e1``, ``enable_e2``,
 ``enable_e3``, ``enable_monitor_steering``), the general monitor (``enable_general_monitor``), token saving
 (``enable_token_saving``, always last).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from langchain.agents.middleware import AgentMiddleware
 
+from rb_otel.deprecation import deprecated
 from rb_otel.integrations.langchain.general_monitor import GeneralMonitorMiddleware
 from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware
 from rb_otel.steering.checks import check_int
@@ -26,7 +27,7 @@ from rb_otel.steering.token_saving import WordClassifier
 
 __all__ = ["ReasonBlocksConfig"]
 
-#: Fields the spec reserves that do nothing here, with their defaults: setting another value warns.
+#: Fields ReasonBlocks' configuration reserves that do nothing here, with their defaults: setting another value warns.
 _INERT = {"enable_distillation": True, "e1_sim_gate_doc": 0.80, "e2_sim_gate_doc": 0.70}
 
 
@@ -39,7 +40,8 @@ class Backends(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ReasonBlocksConfig:
-    """Every switch of the alternate assembly path, with the spec's defaults (spec 1.9)."""
+    """Every switch of the alternate assembly path, with the documented defaults (docs/experiments.md,
+    "ReasonBlocksConfig and build_middleware")."""
 
     enable_e1: bool = True
     enable_e2: bool = True
@@ -47,7 +49,7 @@ class ReasonBlocksConfig:
     enable_monitor_steering: bool = True
     enable_general_monitor: bool = False
     enable_token_saving: bool = True
-    enable_distillation: bool = True  # deprecated: reserved by the spec, does nothing
+    enable_distillation: bool = True  # deprecated: reserved by ReasonBlocks' configuration, does nothing
     e1_top_k: int = 1
     e2_top_k: int = 2
     e3_max_patterns: int = 32
@@ -79,11 +81,11 @@ class ReasonBlocksConfig:
         resolve_weights(self.monitor_task_profile, self.monitor_weights)  # unknown profile or bad weight: now
         changed = [name for name, default in _INERT.items() if getattr(self, name) != default]
         if changed:
-            warnings.warn(
-                f"ReasonBlocksConfig({', '.join(changed)}=...) does nothing (reserved by the spec) and will go: "
-                "remove it",
-                DeprecationWarning,
-                stacklevel=3,
+            deprecated(
+                f"ReasonBlocksConfig({', '.join(changed)}=...) does nothing (reserved by ReasonBlocks' configuration)"
+                " and",
+                advice="remove it",
+                stacklevel=4,
             )
 
     @property
@@ -109,7 +111,7 @@ class ReasonBlocksConfig:
         return [i for i in pipeline if enabled.get(type(i), True)]
 
     def companions(self) -> list[AgentMiddleware[Any, Any, Any]]:
-        """The companion middleware this config enables, in the spec's order (general monitor, token saving)."""
+        """The companion middleware this config enables, in the documented order (general monitor, token saving)."""
         config = self
         middleware: list[AgentMiddleware[Any, Any, Any]] = []
         if config.enable_general_monitor:

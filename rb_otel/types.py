@@ -35,13 +35,15 @@ OBSERVATION_CHARS = 400
 FIRST_CALL_PREVIEW = "(first call)"
 
 
-#: The names of :class:`RunFields`, in order (also the ``run_start`` keys stored in their own fields, spec 1.3).
+#: The names of :class:`RunFields`, in order (also the ``run_start`` keys stored in their own fields,
+#: docs/middleware.md, "Using the middleware").
 RUN_FIELD_NAMES = ("agent_name", "task", "framework", "model", "codebase_id", "org_id", "project_id")
 
 
 @dataclass(frozen=True, slots=True)
 class RunFields:
-    """What a caller says about a run when it starts: the ``run_start`` fields of spec 1.3.
+    """What a caller says about a run when it starts: the ``run_start`` fields of docs/middleware.md, "Using the
+    middleware".
 
     One value travels from the integration's arguments to the steering session's run metadata and to the run
     span's attributes. Every field is a string; a non-string is a ``TypeError`` naming the field.
@@ -94,6 +96,14 @@ class FSMState(enum.Enum):
         """Order used for ``rb.max_state``: INIT < FAST < NORMAL < SLOW < SKIP (END sorts last)."""
         return _SEVERITY[self]
 
+    @staticmethod
+    def severity_of(value: str) -> int:
+        """The severity of the state named ``value`` (a span's ``rb.fsm_state``); 0, INIT's, for any other text."""
+        try:
+            return _SEVERITY[FSMState(value)]
+        except ValueError:
+            return 0
+
 
 _SEVERITY = {
     FSMState.INIT: 0,
@@ -107,7 +117,7 @@ _SEVERITY = {
 
 @dataclass(slots=True)
 class StepRecord:
-    """One scored step of the internal trace (written only on scored steps, spec 9.2 [C11])."""
+    """One scored step of the internal trace (written only on scored steps, docs/reference.md, "Steps and states")."""
 
     step_index: int
     thought: str
@@ -244,7 +254,7 @@ class PendingInjection:
 
 @dataclass(slots=True)
 class ETrace:
-    """One steering pattern returned by a pattern store (spec 6.2)."""
+    """One steering pattern returned by a pattern store (docs/steering.md, "E-traces")."""
 
     tier: str
     similarity: float = 0.0
@@ -262,7 +272,7 @@ class ETrace:
 
 @dataclass(slots=True, frozen=True)
 class MonitorEvaluation:
-    """The ``/monitors/evaluate`` response shape (spec 5.2), whichever backend produced it."""
+    """The ``/monitors/evaluate`` response shape (docs/rb-api.md, "Using rb-api"), whichever backend produced it."""
 
     inject: bool = False
     intervention_text: str | None = None
@@ -275,7 +285,7 @@ class MonitorEvaluation:
     degraded: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The wire shape of spec 5.2."""
+        """The wire shape of docs/rb-api.md, "Using rb-api"."""
         return {
             "inject": self.inject,
             "intervention_text": self.intervention_text,
@@ -287,13 +297,14 @@ class MonitorEvaluation:
         }
 
 
-#: Heads the guidance block in the system message (spec 7.2).
+#: Heads the guidance block in the system message (docs/steering.md, "Routing and the [REASONBLOCKS] block").
 REASONBLOCKS_HEADER = "[REASONBLOCKS]\n"
 
 
 @dataclass(slots=True)
 class StepDecision:
-    """What the steering pipeline decided for one model call (spec 1.7).
+    """What the steering pipeline decided for one model call (docs/middleware.md, "Driving the pipeline by hand:
+    SteeringSession").
 
     ``entry`` is filled in further by ``SteeringSession.end_step``. ``rendered_injection_text`` is every pending
     injection rendered for the routed model and joined with blank lines, ``""`` when nothing fired.

@@ -98,7 +98,8 @@ def test_opentelemetry_sdk_only_in_provider_setup() -> None:
         for imp in IMPORTS
         # the public face names configure() lazily: importing rb_otel does not import setup
         if imp.target in SETUP_MODULES
-        and imp.module not in (*SETUP_MODULES, "rb_otel", "rb_otel.cli", "rb_otel.demo.runner")
+        and imp.module not in (*SETUP_MODULES, "rb_otel", "rb_otel.demo.runner")
+        and not imp.module.startswith("rb_otel.cli")
     ]
     assert runtime == []
 
@@ -113,6 +114,7 @@ def test_the_core_is_pure() -> None:
         "rb_otel.importers",
         "rb_otel.backends",
         "rb_otel.reasonblocks",
+        "rb_otel.facade",
         "rb_otel.evaluation",
         "rb_otel.cli",
         "rb_otel.demo",
@@ -129,6 +131,7 @@ def test_telemetry_never_imports_integrations_importers_backends_or_the_facade()
         "rb_otel.importers",
         "rb_otel.backends",
         "rb_otel.reasonblocks",
+        "rb_otel.facade",
         "rb_otel.demo",
         "rb_otel.cli",
     )
@@ -138,7 +141,14 @@ def test_telemetry_never_imports_integrations_importers_backends_or_the_facade()
 
 
 def test_integrations_get_a_config_not_the_facade() -> None:
-    forbidden = ("rb_otel.reasonblocks", "rb_otel.importers", "rb_otel.backends", "rb_otel.cli", "rb_otel.demo")
+    forbidden = (
+        "rb_otel.reasonblocks",
+        "rb_otel.facade",
+        "rb_otel.importers",
+        "rb_otel.backends",
+        "rb_otel.cli",
+        "rb_otel.demo",
+    )
     assert _violations("rb_otel.integrations", forbidden) == []
 
 
@@ -150,12 +160,18 @@ def test_backends_implement_core_protocols_only() -> None:
         "rb_otel.integrations",
         "rb_otel.importers",
         "rb_otel.reasonblocks",
+        "rb_otel.facade",
     )
     assert _violations("rb_otel.backends", forbidden) == []
 
 
 def test_importers_reach_telemetry_not_frameworks() -> None:
-    assert _violations("rb_otel.importers", (*FRAMEWORKS, "rb_otel.integrations", "rb_otel.reasonblocks")) == []
+    assert (
+        _violations(
+            "rb_otel.importers", (*FRAMEWORKS, "rb_otel.integrations", "rb_otel.reasonblocks", "rb_otel.facade")
+        )
+        == []
+    )
 
 
 def _cycles() -> list[list[str]]:
@@ -293,3 +309,73 @@ def _third_party_imports() -> Iterator[tuple[str, int, str]]:
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 for alias in node.names:
                     yield module, node.lineno, f"{node.module}.{alias.name}"
+
+
+#: What the pure core never does (docs/architecture.md, "The pure core"): start threads, hook the process's exit
+#: or its forks, read the environment, load entry points, open files or sockets. Module-level checks on top of
+#: the import rules above.
+CORE_FORBIDDEN_IMPORTS = (
+    "atexit",
+    "signal",
+    "socket",
+    "ssl",
+    "sqlite3",
+    "subprocess",
+    "multiprocessing",
+    "concurrent",
+    "urllib",
+    "http",
+    "importlib.metadata",
+    "rb_otel.process_exit",
+)
+CORE_FORBIDDEN_ATTRIBUTES = {
+    ("os", "environ"),
+    ("os", "getenv"),
+    ("os", "putenv"),
+    ("os", "fork"),
+    ("os", "register_at_fork"),
+    ("threading", "Thread"),
+    ("threading", "Timer"),
+    ("metadata", "entry_points"),
+}
+#: The core's declared exceptions, each for a reason docs/architecture.md gives: the shipped data files it reads
+#: with importlib.resources, the model file a caller names, and the one name it resolves in the runtime.
+CORE_FILE_READS = {"rb_otel.steering.pilot_model": 1}
+CORE_RUNTIME_SEAMS = {"rb_otel.steering.scorers": 1}
+
+
+def _core_modules() -> Iterator[tuple[str, ast.AST]]:
+    for module, path in MODULES.items():
+        if module == "rb_otel.steering" or module.startswith("rb_otel.steering."):
+            yield module, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def test_the_core_starts_no_thread_reads_no_environment_and_opens_nothing() -> None:
+    assert _violations("rb_otel.steering", CORE_FORBIDDEN_IMPORTS) == []
+    found = []
+    file_reads: dict[str, int] = {}
+    seams: dict[str, int] = {}
+    for module, tree in _core_modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if (node.value.id, node.attr) in CORE_FORBIDDEN_ATTRIBUTES:
+                    found.append(f"{module}:{node.lineno} uses {node.value.id}.{node.attr}")
+                if (node.value.id, node.attr) == ("importlib", "import_module"):
+                    seams[module] = seams.get(module, 0) + 1
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                found.append(f"{module}:{node.lineno} calls open()")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                io_method = node.func.attr in ("read_text", "read_bytes", "write_text", "write_bytes", "open")
+                reads_package_data = "resources" in ast.unparse(node.func.value)
+                if io_method and not reads_package_data:
+                    file_reads[module] = file_reads.get(module, 0) + 1
+    assert found == []
+    assert file_reads == CORE_FILE_READS
+    assert seams == CORE_RUNTIME_SEAMS
+
+
+def test_the_core_names_the_runtime_only_through_its_declared_seam() -> None:
+    from rb_otel.steering import scorers
+
+    module, _, name = scorers.FLEET_PILOT.partition(":")
+    assert module.startswith("rb_otel.backends.") and name == "PilotScorer"

@@ -185,6 +185,7 @@ def _rss_mb() -> float:
         return int(handle.read().split()[1]) * 4096 / 1e6
 
 
+@pytest.mark.serial  # a time bound: measured alone, not beside other workers on two cores
 def test_200_concurrent_runs_every_span_arrives_no_leak_memory_returns(
     collector: Collector, otlp_sink: tuple[int, list[Any]]
 ) -> None:

@@ -221,6 +221,7 @@ def test_a_paused_redis_records_each_run_once(redis_server: RedisServer, tmp_pat
     assert recorded.runs == finished and all(ids)
 
 
+@pytest.mark.serial  # a time bound: measured alone, not beside other workers on two cores
 @pytest.mark.real
 def test_exit_with_a_hung_redis_waits_at_most_the_bound(redis_server: RedisServer) -> None:
     proc = _worker(redis_server.url, "--runs", "30", "--pace", "0.1", "--no-close")

@@ -1,4 +1,5 @@
-"""Deterministic arm assignment for A/B experiments (spec 1.6, the proposed hash exactly)."""
+"""Deterministic arm assignment for A/B experiments (docs/experiments.md, "A/B experiments", the proposed hash
+exactly)."""
 
 from __future__ import annotations
 

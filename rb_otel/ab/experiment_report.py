@@ -1,4 +1,5 @@
-"""The experiment report (spec 10.4's shape), computed from the OTLP/JSON trace files the runs were exported to.
+"""The experiment report (docs/experiments.md, "The report: rb-otel ab-report": shape), computed from the OTLP/JSON
+trace files the runs were exported to.
 
 Every run span of the experiment carries ``rb.experiment.id`` / ``.arm`` / ``.unit``, its outcome (``rb.outcome``),
 tokens (``rb.tokens``), steps, most severe state and task profile; its ``chat`` spans carry each call's model and
@@ -256,7 +257,8 @@ def report(
     on_fraction: float | None = None,
     prices: Prices | None = None,
 ) -> dict[str, Any]:
-    """The report of ``experiment_id`` from OTLP/JSON trace files (spec 10.4's shape, plus ``problems``: lines
+    """The report of ``experiment_id`` from OTLP/JSON trace files (docs/experiments.md, "The report: rb-otel
+    ab-report": shape, plus ``problems``: lines
     that could not be read, each ``file: line N: what``; the rest of each file is read).
 
     ``on_fraction`` (the sample-ratio check's expectation) defaults to the one the runs recorded

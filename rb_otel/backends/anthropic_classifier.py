@@ -1,6 +1,7 @@
 """``make_anthropic_classifier``: a word classifier for perplexity compression, asking a cheap Anthropic model.
 
-A prompt-only imitation of LLMLingua-2 (spec 1.8): the model is given the words as a JSON array and answers with
+A prompt-only imitation of LLMLingua-2 (docs/experiments.md, "TokenSavingMiddleware"): the model is given the words as
+a JSON array and answers with
 one 0/1 flag per word, keeping about the target share. On **any** failure (an HTTP error, a timeout, a rate
 limit, an answer that is not a list of the right length) the words go to
 :func:`rb_otel.steering.token_saving.heuristic_classifier` instead, so compression never stops the agent. The

@@ -22,8 +22,8 @@ from pydantic import PrivateAttr
 from rb_otel.ab.experiment_report import report
 from rb_otel.ab.table import format_report
 from rb_otel.demo.scenarios import SCENARIOS, demo_tools
+from rb_otel.facade.reasonblocks import ReasonBlocks
 from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware
-from rb_otel.reasonblocks import ReasonBlocks
 from rb_otel.testing import ScriptedChatModel
 
 __all__ = ["EXPERIMENT_ID", "GuidanceTakingModel", "run_experiment"]

@@ -18,7 +18,7 @@ from langchain_core.messages import HumanMessage
 from rb_otel.demo.experiment import run_experiment
 from rb_otel.demo.report import RunResult, format_table, html_report
 from rb_otel.demo.scenarios import SCENARIOS, Scenario, demo_tools
-from rb_otel.reasonblocks import ReasonBlocks
+from rb_otel.facade.reasonblocks import ReasonBlocks
 from rb_otel.steering.etraces import InMemoryPatternStore, load_default_library
 from rb_otel.telemetry.setup import Providers, configure
 from rb_otel.testing import ScriptedChatModel

@@ -8,7 +8,7 @@ import io
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rb_otel.evaluation import Evaluation
+    from rb_otel.evaluation.evaluate_runs import Evaluation
 
 __all__ = ["calibration_png", "render_html", "stopping_png"]
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rb_otel.backends.pilot import PilotScorer
 from rb_otel.importers.detect import FORMATS, detect, directory_files
 from rb_otel.importers.formats import (
     agy,
@@ -29,10 +30,9 @@ from rb_otel.importers.formats import (
 )
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, RecordError, ReplayResult
-from rb_otel.steering.baselines import agent_key
+from rb_otel.steering.agent_keys import agent_key
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
-from rb_otel.steering.pilot import PilotScorer
 from rb_otel.steering.scorers import HeuristicScorer, Scorer, resolve_scorer
 from rb_otel.steering.scoring import score_step
 from rb_otel.steering.session import SteeringSession
@@ -232,10 +232,8 @@ class _Replayer:
         if session is not None:
             risk = session.risk
             session.finish(outcome_status=run.outcome)  # the scorer folds the run into its baseline
-            if risk is not None:
-                recorder.run_risk(run.run_id, risk)
         end = run.end if run.end is not None and run.end >= clock else clock
-        recorder.run_finish(run.run_id, run.outcome, end_time=end)
+        recorder.run_finish(run.run_id, run.outcome, risk=risk, end_time=end)
         return ReplayResult(
             run_id=run.run_id,
             source=run.source,
@@ -300,12 +298,11 @@ class _Replayer:
         else:
             entry = _recorded(step, start, duration)
         end = start + duration
-        if evaluation is not None and entry.monitors_fired:
-            recorder.monitor_scores(run.run_id, entry.step, evaluation.scores)
         recorder.step(
             run.run_id,
             entry,
             composite=evaluation.composite if evaluation is not None else None,
+            monitor_scores=evaluation.scores if evaluation is not None and entry.monitors_fired else None,
             end_time=end,
             response=_response(step),
             extra=_chat_extra(step),

@@ -24,7 +24,8 @@ _log = logging.getLogger("rb_otel.integrations")
 
 
 def strip_provider(model_id: str) -> str:
-    """``"anthropic:claude-x"`` -> ``"claude-x"``: what a provider's own API calls the model (spec 1.11)."""
+    """``"anthropic:claude-x"`` -> ``"claude-x"``: what a provider's own API calls the model (docs/frameworks.md,
+    "Other frameworks")."""
     return model_id.split(":", 1)[1] if ":" in model_id else model_id
 
 
@@ -102,15 +103,16 @@ class LiveCall:
     ) -> StepLogEntry | None:
         """The model answered: end the span with what the provider reported and complete the step."""
         latency_ms = (time.perf_counter() - self._started) * 1000.0
-        if self._chat is not None:
-            self._chat.stop(response)
+        entry = None
         try:
-            return self.session.end_step(
+            entry = self.session.end_step(
                 self.decision, model_id=model_id, tokens=tokens, tool_calls=list(tool_calls), latency_ms=latency_ms
             )
         except Exception:
             _log.warning("recording the model call failed; continuing", exc_info=True)
-            return None
+        if self._chat is not None:
+            self._chat.stop(response, step=entry)
+        return entry
 
     def failed(self, error: BaseException) -> None:
         """The model call raised ``error`` (the adapter re-raises it): the span ends with it, no step is logged."""

@@ -21,7 +21,8 @@ from rb_otel.types import ExperimentArm, FSMState, RunFields
 
 __all__ = ["EXPERIMENT_KEYS", "NewSession", "RunFactory", "SteeredRun", "steered_run_of"]
 
-#: Run metadata keys an experiment stamps (spec 1.6); a caller's values for them are replaced.
+#: Run metadata keys an experiment stamps (docs/experiments.md, "A/B experiments"); a caller's values for them are
+#: replaced.
 EXPERIMENT_KEYS = ("experiment_id", "arm", "assignment_unit", "rb_version")
 
 

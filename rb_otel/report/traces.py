@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ReportRun", "ReportStep", "ReportTool", "load_runs"]
+from rb_otel.types import FSMState
 
-_SEVERITY = {"INIT": 0, "FAST": 1, "NORMAL": 2, "SLOW": 3, "SKIP": 4}
+__all__ = ["ReportRun", "ReportStep", "ReportTool", "load_runs"]
 
 
 @dataclass(slots=True)
@@ -79,7 +79,7 @@ class ReportRun:
 
     @property
     def most_severe(self) -> str:
-        return max(self.states, key=lambda s: _SEVERITY.get(s, 0), default="")
+        return max(self.states, key=FSMState.severity_of, default="")
 
 
 def _value(raw: dict[str, Any]) -> Any:

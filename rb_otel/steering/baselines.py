@@ -7,31 +7,28 @@ starts reads its agent's :class:`AgentBaseline`, built from the agent's newest :
 Where the summaries live is a :class:`SummaryStore`: recording is an *append*, never a read-modify-write of the
 whole state, so concurrent writers cannot lose each other's runs. :class:`MemorySummaryStore` (one process, the
 default) is here; SQLite (several processes on one machine) and Redis (several machines) are in
-:mod:`rb_otel.backends.baselines`, found through the ``rb_otel.baseline_stores`` entry points by
-:func:`open_summary_store`. The pilot reaches a store through :class:`~rb_otel.steering.baseline_cache.BaselineStore`,
-which keeps it off the step's path.
+:mod:`rb_otel.backends.baselines`, opened from a URL there. The pilot reaches its baselines through a
+:class:`BaselineSource`: the runtime's :class:`~rb_otel.backends.baselines.cache.BaselineCache` keeps a shared
+store off the step's path.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
-import re
 import threading
 import time
 from bisect import bisect_left, insort
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-from urllib.parse import quote, unquote, urlsplit
+
+from rb_otel.deprecation import moved_names
+from rb_otel.steering.agent_keys import agent_key, normalise_model
 
 __all__ = [
     "COLUMNS",
-    "ENTRY_POINT_GROUP",
     "MAX_AGENTS",
     "MAX_RUNS",
     "MAY_BE_UNKNOWN",
@@ -41,21 +38,30 @@ __all__ = [
     "AgentBaseline",
     "AgentInfo",
     "AgentRuns",
-    "BaselineStoreError",
+    "BaselineSource",
     "MemorySummaryStore",
     "RunSummary",
-    "StoreUnavailable",
     "SummaryStore",
     "agent_key",
-    "display_url",
-    "elide_password",
-    "encoded_credentials",
     "normalise_model",
-    "open_summary_store",
-    "password_of",
-    "scrub",
     "summary_now",
 ]
+
+#: Names that moved out of the pure core in this release (where they live now, ``module:attribute``).
+__getattr__ = moved_names(
+    __name__,
+    {
+        "BaselineStoreError": "rb_otel.backends.baselines.errors:SummaryStoreError",
+        "StoreUnavailable": "rb_otel.backends.baselines.errors:StoreUnavailable",
+        "ENTRY_POINT_GROUP": "rb_otel.backends.baselines.opening:ENTRY_POINT_GROUP",
+        "open_summary_store": "rb_otel.backends.baselines.opening:open_summary_store",
+        "display_url": "rb_otel.backends.baselines.urls:display_url",
+        "elide_password": "rb_otel.backends.baselines.urls:display_url",
+        "encoded_credentials": "rb_otel.backends.baselines.urls:encoded_credentials",
+        "password_of": "rb_otel.backends.baselines.urls:password_of",
+        "scrub": "rb_otel.backends.baselines.urls:scrub",
+    },
+)
 
 _log = logging.getLogger("rb_otel.baselines")
 
@@ -70,16 +76,6 @@ COLUMNS = (*TOTALS, "peak_slow", "peak_skip")
 #: Per-step rates, averaged over the kept runs.
 RATES = ("log_cps", "error_rate", "repeat_rate", "hedging", "log_tps")
 MAY_BE_UNKNOWN = frozenset({"context"})  # 0 tokens: the harness reports none
-#: The entry-point group of store openers: ``name = "module:function"``, ``function(url) -> SummaryStore``.
-ENTRY_POINT_GROUP = "rb_otel.baseline_stores"
-
-
-class BaselineStoreError(ValueError):
-    """A baseline store that cannot be used as given: the message names the URL (password elided) and why."""
-
-
-class StoreUnavailable(OSError):
-    """The store did not answer (down, unreachable, locked past the timeout); the message names the URL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +92,11 @@ class RunSummary:
     finished_at: float
     values: Mapping[str, float]
     run_id: str = ""
+
+    @property
+    def says_nothing(self) -> bool:
+        """A run with no steps: it tells nothing of what the agent's runs look like, so no store keeps it."""
+        return self.values.get("steps", 0.0) <= 0
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"t": self.finished_at, "v": dict(self.values)}
@@ -158,7 +159,7 @@ class AgentBaseline:
     __slots__ = ("_recent", "_sorted", "error_rate", "hedging", "log_cps", "log_tps", "repeat_rate", "runs")
 
     def __init__(self, runs: int = 0, recent: Sequence[RunSummary] = ()) -> None:
-        kept = tuple(s for s in recent if s.values.get("steps", 0.0) > 0)[-MAX_RUNS:]
+        kept = tuple(s for s in recent if not s.says_nothing)[-MAX_RUNS:]
         self.runs = max(int(runs), len(kept))
         self._recent = kept
         self._sorted = {name: sorted(s.values.get(name, 0.0) for s in kept) for name in COLUMNS}
@@ -172,7 +173,7 @@ class AgentBaseline:
     def plus(self, summary: RunSummary) -> AgentBaseline:
         """This baseline with ``summary`` added (the oldest kept run dropped beyond :data:`MAX_RUNS`).
         A run with no steps says nothing and leaves the baseline as it is."""
-        if summary.values.get("steps", 0.0) <= 0:
+        if summary.says_nothing:
             return self
         new = AgentBaseline.__new__(AgentBaseline)
         new.runs = self.runs + 1
@@ -239,7 +240,7 @@ class SummaryStore(Protocol):
     ``append`` adds runs (one transaction where the store has them; a run with no steps is ignored) and keeps
     each agent bounded to its newest :data:`MAX_RUNS` and the store to :data:`MAX_AGENTS` agents (the least
     recently recorded dropped); ``recent`` reads one agent within ``timeout`` seconds. Any call raises
-    :class:`StoreUnavailable` when the store cannot answer.
+    :class:`~rb_otel.backends.baselines.errors.StoreUnavailable` when the store cannot answer.
     """
 
     url: str  # for messages and logs, the password elided
@@ -253,6 +254,17 @@ class SummaryStore(Protocol):
     def forget(self, agent: str) -> bool: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class BaselineSource(Protocol):
+    """Where a run reads its agent's baseline when it starts, and hands its summary over when it ends (the
+    pilot's only contact with the fleet). Neither call blocks for long or raises: a source that cannot reach its
+    store answers with what it has."""
+
+    def get(self, agent: str) -> AgentBaseline: ...
+
+    def record(self, agent: str, summary: RunSummary) -> None: ...
 
 
 class MemorySummaryStore:
@@ -277,7 +289,7 @@ class MemorySummaryStore:
     def append(self, runs: Sequence[tuple[str, RunSummary]]) -> None:
         with self._lock:
             for agent, summary in runs:
-                if summary.values.get("steps", 0.0) <= 0:
+                if summary.says_nothing:
                     continue
                 old = self._agents.get(agent, EMPTY_BASELINE)
                 self._agents[agent] = old.plus(summary)
@@ -303,156 +315,6 @@ class MemorySummaryStore:
 
     def __len__(self) -> int:
         return len(self._agents)
-
-
-# -- agent keys ---------------------------------------------------------------------------------------------
-
-_PROVIDER_PREFIX = re.compile(r"^[a-z0-9][a-z0-9_.\-]*:(?!\d)")  # "anthropic:", "google_genai:" (not "host:8080")
-_warned_unnamed: set[str] = set()
-_warn_lock = threading.Lock()
-
-
-def normalise_model(model: str) -> str:
-    """A model id with the spellings of one model folded together: lower case; a ``provider:`` prefix
-    (LangChain's ``init_chat_model`` form), a leading ``@``, ``models/`` and any ``vendor/`` path (LiteLLM,
-    OpenRouter, Vertex) dropped. ``"@google/Gemini-3-Pro"``, ``"google/gemini-3-pro"``,
-    ``"models/gemini-3-pro"`` and ``"google_genai:gemini-3-pro"`` are all ``"gemini-3-pro"``."""
-    text = str(model or "").strip().lower()
-    text = _PROVIDER_PREFIX.sub("", text, count=1).lstrip("@")
-    return text.rstrip("/").rsplit("/", 1)[-1]
-
-
-def agent_key(agent_name: str, model: str = "") -> str:
-    """The key an agent's baselines are kept under: its name and its normalised model, ``"name|model"``.
-
-    Runs of one agent on one model share a baseline, whichever way the model is spelled
-    (:func:`normalise_model`). An unnamed agent gets its key from the model alone, shared with every other
-    unnamed agent on that model (warned about once per model: pass ``agent_name=`` to keep them apart).
-    """
-    name = str(agent_name or "").strip()
-    model_id = normalise_model(model)
-    if not name:
-        with _warn_lock:
-            first = model_id not in _warned_unnamed
-            _warned_unnamed.add(model_id)
-        if first:
-            _log.warning(
-                "an unnamed agent on model %r: its pilot baselines are shared with every unnamed agent on that "
-                "model; pass agent_name= to give it its own",
-                model_id or "(none)",
-            )
-    return f"{name}|{model_id}"
-
-
-# -- opening a store from a URL ------------------------------------------------------------------------------
-
-
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
-
-
-def display_url(url: str | Path) -> str:
-    """``url`` as every message, log line and command output shows it: the password replaced by ``***``.
-
-    Whatever characters the password holds (an unencoded ``#``, ``/``, ``?`` or ``@`` included): the credentials
-    are everything between ``scheme://`` and the last ``@`` of the URL, and what follows their first ``:`` is
-    elided. A URL whose host or port cannot be parsed is shown with everything after the scheme elided
-    (``redis://***``). A plain path is shown as it is."""
-    text = str(url)
-    match = _SCHEME.match(text)
-    if match is None:
-        return text
-    scheme, rest = text[: match.end()], text[match.end() :]
-    user, at, host = rest.rpartition("@")
-    if at and ":" in user:
-        rest = f"{user.split(':', 1)[0]}:***@{host}"
-    try:
-        parts = urlsplit(scheme + (host if at else rest))
-        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
-    except ValueError:
-        return f"{scheme}***"
-    return scheme + rest
-
-
-def elide_password(url: str) -> str:
-    """The previous name of :func:`display_url` (kept: the same function)."""
-    return display_url(url)
-
-
-def password_of(url: str | Path) -> str:
-    """The password a URL holds, as written (``""`` when none): what :func:`scrub` removes from messages."""
-    match = _SCHEME.match(str(url))
-    if match is None:
-        return ""
-    user, at, _host = str(url)[match.end() :].rpartition("@")
-    return user.split(":", 1)[1] if at and ":" in user else ""
-
-
-def scrub(text: str, url: str | Path) -> str:
-    """``text`` (a message from a client library, which may quote what it was given) with the password of
-    ``url`` removed, as written and percent-decoded."""
-    secret = password_of(url)
-    if not secret:
-        return text
-    for form in sorted({secret, unquote(secret), quote(unquote(secret), safe="")}, key=len, reverse=True):
-        if form:
-            text = text.replace(form, "***")
-    return text
-
-
-def encoded_credentials(url: str) -> str:
-    """``url`` with its user and password percent-encoded (as :func:`display_url` finds them), so a client's
-    URL parser reads a password holding ``#``, ``/``, ``?`` or ``@`` as the password; an encoded one stays as
-    it is."""
-    match = _SCHEME.match(url)
-    if match is None:
-        return url
-    user, at, host = url[match.end() :].rpartition("@")
-    if not at:
-        return url
-    name, colon, password = user.partition(":")
-    credentials = quote(unquote(name), safe="") + (colon + quote(unquote(password), safe="") if colon else "")
-    return f"{url[: match.end()]}{credentials}@{host}"
-
-
-def _scheme(url: str) -> str:
-    """The URL's scheme; ``"sqlite"`` for a plain path (Windows drive letters included)."""
-    match = _SCHEME.match(url)
-    return match.group(1).lower() if match else "sqlite"
-
-
-def open_summary_store(url: str | Path, *, max_agents: int = MAX_AGENTS, create: bool = True) -> SummaryStore:
-    """The store ``url`` names: ``memory://``, ``sqlite:///path/baselines.db`` (or a plain path),
-    ``redis://[:password@]host:port/db``, or any scheme a package registers under the
-    ``rb_otel.baseline_stores`` entry points. Raises :class:`BaselineStoreError` naming the URL (password
-    elided, :func:`display_url`) and the problem (an unknown scheme, a file that is not a baseline store,
-    credentials the server refused, a port that is not a number). An opener is called as
-    ``opener(url, max_agents=...)``, and with ``create=False`` too when it accepts it: ``create=False`` (listing,
-    forgetting) never makes a store that is not there, it raises."""
-    text = str(url)
-    shown = display_url(text)
-    scheme = _scheme(text)
-    if scheme == "memory":
-        return MemorySummaryStore(max_agents=max_agents)
-    openers = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    opener = openers.get(scheme)
-    if opener is None:
-        known = ", ".join(["memory://", *(f"{name}://" for name in sorted(openers))])
-        raise BaselineStoreError(
-            f"{shown}: unknown baseline store scheme {scheme!r}; use one of {known} or a file path"
-        )
-    try:
-        function = opener.load()
-        options: dict[str, Any] = {"max_agents": max_agents}
-        if not create and "create" in inspect.signature(function).parameters:
-            options["create"] = False
-        store: SummaryStore = function(text, **options)
-    except BaselineStoreError as exc:
-        raise BaselineStoreError(scrub(str(exc), text)) from None
-    except ImportError as exc:
-        raise BaselineStoreError(f"{shown}: {scrub(str(exc), text)}") from None
-    except (ValueError, TypeError, OSError) as exc:  # an opener's own parsing: one line, never a traceback
-        raise BaselineStoreError(f"{shown}: {scrub(str(exc), text)}") from None
-    return store
 
 
 def summary_now(values: Mapping[str, float]) -> RunSummary:

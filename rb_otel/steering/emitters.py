@@ -1,29 +1,42 @@
-"""Combining emitters: one run's events to several sinks (OpenTelemetry and, optionally, rb-api)."""
+"""The events of a run, as the steering session sends them: the ``StepEmitter`` interface, and emitters that
+combine or adapt others.
+
+Every event a run has is declared on :class:`StepEmitter`, with a default that does nothing, and the session calls
+each one directly. What a hook needs arrives in its own arguments (a step's monitor scores with the step, the
+run's risk with its end), never in an earlier call it has to remember.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
+from rb_otel.deprecation import deprecated
 from rb_otel.steering.calls import CallNote, as_observer
 from rb_otel.types import StepLogEntry
 
-__all__ = ["FanOutEmitter", "StepEmitter", "notify"]
+__all__ = ["FanOutEmitter", "SilentEmitter", "StepEmitter", "as_emitter", "emit", "notify"]
 
 _log = logging.getLogger("rb_otel.steering")
 
 
 @runtime_checkable
 class StepEmitter(Protocol):
-    """Receives a run's events. Called synchronously on the agent's thread, so it must not block or throw
-    (the session logs and drops any exception it raises). An emitter may also have ``run_risk(run_id, risk)``,
-    called with the run-level risk just before ``run_finish``, and ``monitor_scores(run_id, step, scores)``, called
-    with a step's monitor scores just before its ``step`` when a monitor fired."""
+    """Receives a run's events, in this order: ``run_start``, then per step ``step`` (or ``stopped`` for the step
+    at which the steering layer ended the run), then ``run_finish``, and ``close`` when the run's owner is done.
 
-    def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
+    Called synchronously on the agent's thread, so a hook must not block; an exception it raises is logged and
+    dropped (an emitter never breaks the run it records). Subclass it and override the hooks you need: the
+    others do nothing. An object that only has the methods (no subclass) still works, adapted by
+    :func:`as_emitter`.
+    """
+
+    def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+        """The run began (its first step is about to be steered)."""
+        return None
 
     def step(
         self,
@@ -32,69 +45,163 @@ class StepEmitter(Protocol):
         *,
         steering_ms: float | None = None,
         composite: float | None = None,
-    ) -> None: ...
+        monitor_scores: Mapping[str, float] | None = None,
+    ) -> None:
+        """A step ended: ``entry`` is complete. ``steering_ms`` is the time the steering took, ``composite`` the
+        monitors' combined score, ``monitor_scores`` each monitor's score when one fired (else ``None``)."""
+        return None
 
-    def run_finish(self, run_id: str, outcome: str) -> None: ...
+    def stopped(self, run_id: str, entry: StepLogEntry) -> None:
+        """The steering layer ended the run at ``entry`` instead of making its model call."""
+        return None
 
-    def close(self, timeout: float = 5.0) -> None: ...
+    def run_finish(
+        self, run_id: str, outcome: str, *, risk: float | None = None, error: BaseException | None = None
+    ) -> None:
+        """The run ended with ``outcome`` (``success``, ``stopped``, ``failure: ...``); ``risk`` is its run-level
+        risk when the scorer has one, ``error`` the exception that ended a failed run when there was one."""
+        return None
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Drain what the emitter holds, within ``timeout`` seconds."""
+        return None
 
 
-def notify(emitter: object, method: str, *args: Any, **kwargs: Any) -> None:
-    """Call ``emitter.<method>(*args, **kwargs)`` when the emitter has that method (``None`` has none); what it
-    raises is logged and dropped: an emitter never breaks the run it records."""
-    hook = getattr(emitter, method, None)
-    if hook is None:
-        return
+class SilentEmitter(StepEmitter):
+    """Hears every event and does nothing: a session with no emitter."""
+
+
+def emit(hook: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    """Call an emitter's ``hook``; what it raises is logged and dropped: an emitter never breaks the run."""
     try:
         hook(*args, **kwargs)
     except Exception:
-        _log.warning("emitter %s failed in %s; continuing", type(emitter).__name__, method, exc_info=True)
+        owner = type(getattr(hook, "__self__", hook)).__name__
+        _log.warning("emitter %s failed in %s; continuing", owner, getattr(hook, "__name__", "?"), exc_info=True)
 
 
-class FanOutEmitter:
-    """Sends every event to each emitter in order; one failing emitter never stops the others."""
+class _MethodsOnly(StepEmitter):
+    """An emitter that has the methods but does not subclass :class:`StepEmitter` (the 1.x protocol): its hooks
+    are looked up once, the ones it lacks do nothing, and its own ``monitor_scores(run_id, step, scores)`` and
+    ``run_risk(run_id, risk)`` (the 1.x way these arrived) are called just before ``step`` and ``run_finish``."""
 
-    def __init__(self, emitters: Sequence[StepEmitter]) -> None:
-        self.emitters = list(emitters)
+    def __init__(self, emitter: object) -> None:
+        self.wrapped = emitter
+        hook = self._hook
+        self._run_start, self._step, self._stopped = hook("run_start"), hook("step"), hook("stopped")
+        self._run_finish, self._close = hook("run_finish"), hook("close")
+        self._scores, self._risk = hook("monitor_scores"), hook("run_risk")
+        if self._scores is not None or self._risk is not None:
+            deprecated(
+                "the monitor_scores()/run_risk() emitter hook",
+                instead="subclass rb_otel.steering.StepEmitter: step(monitor_scores=...) and run_finish(risk=...)",
+                stacklevel=4,
+            )
 
-    def _each(self, method: str, *args: Any, **kwargs: Any) -> None:
-        for emitter in self.emitters:
-            notify(emitter, method, *args, **kwargs)
+    def _hook(self, name: str) -> Callable[..., None] | None:
+        hook = getattr(self.wrapped, name, None)
+        return hook if callable(hook) else None
 
     def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None:
-        self._each("run_start", run_id, metadata)
+        if self._run_start is not None:
+            self._run_start(run_id, metadata)
 
     def step(
-        self, run_id: str, entry: StepLogEntry, *, steering_ms: float | None = None, composite: float | None = None
+        self,
+        run_id: str,
+        entry: StepLogEntry,
+        *,
+        steering_ms: float | None = None,
+        composite: float | None = None,
+        monitor_scores: Mapping[str, float] | None = None,
     ) -> None:
-        self._each("step", run_id, entry, steering_ms=steering_ms, composite=composite)
-
-    def run_risk(self, run_id: str, risk: float) -> None:
-        """Optional on emitters: the run's risk, reported just before ``run_finish``."""
-        self._each("run_risk", run_id, risk)
-
-    def monitor_scores(self, run_id: str, step: int, scores: Mapping[str, float]) -> None:
-        """Optional on emitters: a step's monitor scores, reported just before its ``step``."""
-        self._each("monitor_scores", run_id, step, scores)
+        if monitor_scores is not None and self._scores is not None:
+            emit(self._scores, run_id, entry.step, monitor_scores)
+        if self._step is not None:
+            self._step(run_id, entry, steering_ms=steering_ms, composite=composite)
 
     def stopped(self, run_id: str, entry: StepLogEntry) -> None:
-        """Optional on emitters: the step at which the steering layer stopped the run."""
-        self._each("stopped", run_id, entry)
+        if self._stopped is not None:
+            self._stopped(run_id, entry)
 
-    def run_finish(self, run_id: str, outcome: str) -> None:
-        self._each("run_finish", run_id, outcome)
+    def run_finish(
+        self, run_id: str, outcome: str, *, risk: float | None = None, error: BaseException | None = None
+    ) -> None:
+        if risk is not None and self._risk is not None:
+            emit(self._risk, run_id, risk)
+        if self._run_finish is not None:
+            self._run_finish(run_id, outcome)
 
     def close(self, timeout: float = 5.0) -> None:
-        self._each("close", timeout)
+        if self._close is not None:
+            self._close(timeout)
+
+
+def as_emitter(emitter: object | None) -> StepEmitter:
+    """``emitter`` as a :class:`StepEmitter` whose every hook can be called: itself when it subclasses it, a
+    :class:`SilentEmitter` for ``None``, else the 1.x adaptation (hooks it lacks do nothing)."""
+    if emitter is None:
+        return SilentEmitter()
+    if StepEmitter in type(emitter).__mro__:
+        return emitter  # type: ignore[return-value]
+    return _MethodsOnly(emitter)
+
+
+def notify(emitter: object, method: str, *args: Any, **kwargs: Any) -> None:
+    """Deprecated (the session now calls each hook directly): ``emitter.<method>(*args, **kwargs)`` when the
+    emitter has that method, what it raises logged and dropped."""
+    deprecated("rb_otel.steering.emitters.notify", instead="call the StepEmitter hook through emit(hook, ...)")
+    hook = getattr(emitter, method, None)
+    if hook is not None:
+        emit(hook, *args, **kwargs)
+
+
+class FanOutEmitter(StepEmitter):
+    """Sends every event to each emitter in order; one failing emitter never stops the others."""
+
+    def __init__(self, emitters: Sequence[object]) -> None:
+        self.emitters = [as_emitter(e) for e in emitters]
+        # the first that observes remote calls (telemetry) gets them: decided here, not per call
+        self._observer = next(filter(None, map(as_observer, emitters)), None)
+
+    def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+        for emitter in self.emitters:
+            emit(emitter.run_start, run_id, metadata)
+
+    def step(
+        self,
+        run_id: str,
+        entry: StepLogEntry,
+        *,
+        steering_ms: float | None = None,
+        composite: float | None = None,
+        monitor_scores: Mapping[str, float] | None = None,
+    ) -> None:
+        for emitter in self.emitters:
+            emit(
+                emitter.step, run_id, entry, steering_ms=steering_ms, composite=composite, monitor_scores=monitor_scores
+            )
+
+    def stopped(self, run_id: str, entry: StepLogEntry) -> None:
+        for emitter in self.emitters:
+            emit(emitter.stopped, run_id, entry)
+
+    def run_finish(
+        self, run_id: str, outcome: str, *, risk: float | None = None, error: BaseException | None = None
+    ) -> None:
+        for emitter in self.emitters:
+            emit(emitter.run_finish, run_id, outcome, risk=risk, error=error)
+
+    def close(self, timeout: float = 5.0) -> None:
+        for emitter in self.emitters:
+            emit(emitter.close, timeout)
 
     def remote_call(
         self, operation: str, *, step: int, tier: str | None, server: str
     ) -> AbstractContextManager[CallNote]:
-        for emitter in self.emitters:
-            observer = as_observer(emitter)
-            if observer is not None:
-                return observer.remote_call(operation, step=step, tier=tier, server=server)
-        return _plain_note()
+        if self._observer is None:
+            return _plain_note()
+        return self._observer.remote_call(operation, step=step, tier=tier, server=server)
 
 
 @contextlib.contextmanager

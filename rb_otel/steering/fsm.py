@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from itertools import repeat
 from typing import Any
@@ -100,6 +100,15 @@ class DifficultyFSM:
                 return FSMState.SLOW
             return FSMState.NORMAL
         return current  # END (only set by hand) is sticky
+
+    def replay(self, scores: Iterable[float]) -> Iterator[FSMState]:
+        """The state after each of ``scores``, from INIT: a run's states from its scores alone (what training,
+        evaluation and the research scripts replay; a live session transitions step by step the same way)."""
+        current, history = FSMState.INIT, []
+        for value in scores:
+            history.append(float(value))
+            current = self.transition(current, history)
+            yield current
 
 
 def _trailing(history: Sequence[float], window: int) -> Sequence[float] | None:

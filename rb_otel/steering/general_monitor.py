@@ -1,4 +1,5 @@
-"""The general monitor's five rules (spec 1.10, "v1 rule-firing pack"), over the steps of a run so far.
+"""The general monitor's five rules (docs/experiments.md, "GeneralMonitorMiddleware", "v1 rule-firing pack"), over the
+steps of a run so far.
 
 The spec names the rules and leaves their logic and hint texts to us ([U]); ours, in priority order:
 
@@ -10,7 +11,8 @@ The spec names the rules and leaves their logic and hint texts to us ([U]); ours
 4. ``idle_response``: past half the budget, the last three thoughts are empty or a few words.
 5. ``low_novelty_tail``: past the budget, the last five observations say almost nothing the run had not seen.
 
-Steps are the dicts of ``build_steps_from_messages`` (spec 9.6). Pure functions; the middleware decides
+Steps are the dicts of ``build_steps_from_messages`` (docs/experiments.md, "TokenSavingMiddleware"). Pure functions;
+the middleware decides
 cooldowns and where the hint goes.
 """
 

@@ -1,4 +1,4 @@
-"""Client-side guardrails applied after a monitor backend has decided (spec 5.4, 5.5)."""
+"""Client-side guardrails applied after a monitor backend has decided (docs/steering.md, "Guardrails")."""
 
 from __future__ import annotations
 

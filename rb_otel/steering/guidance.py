@@ -1,5 +1,6 @@
 """One run's guidance pipeline: which injections run on a step, the monitor history behind the E1 gate, and
-rendering what they queued for the model that will read it (spec 2.2, 5.4, 5.5, 6.3)."""
+rendering what they queued for the model that will read it (docs/steering.md, "How steering works"; docs/steering.md,
+"Guardrails"; docs/steering.md, "E-traces")."""
 
 from __future__ import annotations
 

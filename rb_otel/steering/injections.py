@@ -1,4 +1,5 @@
-"""Injections: the units of the steering pipeline that may queue guidance for a model call (spec 2.2, 6.1).
+"""Injections: the units of the steering pipeline that may queue guidance for a model call (docs/steering.md, "How
+steering works"; docs/steering.md, "E-traces").
 
 Each object is per run (they count their calls), so build a fresh list per run with :func:`create_injections`.
 The session asks them in list order, which is also the render order: monitor -> E1 -> E2 -> E3.

@@ -5,7 +5,8 @@ takes 30 is not), so the pilot scores how far the current run has drifted from *
 the run goes, from the steps so far only (never look-ahead):
 
 * an :class:`~rb_otel.steering.baselines.AgentBaseline` per agent (bounded, label-free, learned from the
-  agent's finished runs and kept in a store a fleet can share, :mod:`rb_otel.steering.baseline_cache`) keeps what
+  agent's finished runs and kept in a store a fleet can share, reached through a
+  :class:`~rb_otel.steering.baselines.BaselineSource`) keeps what
   a normal run looks like: its length in steps, characters, tokens, hedges and errors, its error, repetition and
   hedging rates;
 * a run's :class:`PilotRun` keeps O(1) prefix aggregates and, at each step, turns them into the features in
@@ -26,16 +27,15 @@ import time
 import uuid
 from collections import deque
 from itertools import islice
-from pathlib import Path
 
-from rb_otel.steering.baseline_cache import BaselineStore
+from rb_otel.deprecation import moved_names
 from rb_otel.steering.baselines import (
     MAY_BE_UNKNOWN,
     RELATIVE_AFTER,
     TOTALS,
     AgentBaseline,
+    BaselineSource,
     RunSummary,
-    SummaryStore,
 )
 from rb_otel.steering.pilot_model import (
     FEATURES,
@@ -58,14 +58,21 @@ __all__ = [
     "RELATIVE_AFTER",
     "THOUGHT_VIEW",
     "AgentBaseline",
-    "BaselineStore",
     "PilotModel",
     "PilotRun",
-    "PilotScorer",
     "StepView",
     "TextWeights",
     "pilot_fsm_thresholds",
 ]
+
+#: Names that moved out of the pure core in this release: the scorer that owns a fleet's baseline cache.
+__getattr__ = moved_names(
+    __name__,
+    {
+        "PilotScorer": "rb_otel.backends.pilot:PilotScorer",
+        "BaselineStore": "rb_otel.backends.baselines.cache:BaselineCache",
+    },
+)
 
 #: Characters of a thought (its head and its tail) the hedging count reads; the length is counted whole.
 THOUGHT_VIEW = (2000, 2000)
@@ -111,7 +118,7 @@ class PilotRun:
         "_words",
     )
 
-    def __init__(self, model: PilotModel, store: BaselineStore, agent: str) -> None:
+    def __init__(self, model: PilotModel, store: BaselineSource, agent: str) -> None:
         self._model = model
         self._store = store
         self._agent = agent
@@ -281,31 +288,6 @@ class PilotRun:
         preset["slow_threshold"] = slow
         preset["skip_threshold"] = min(max(skip, slow), 1.0)
         return preset
-
-
-class PilotScorer:
-    """The pilot as a :class:`~rb_otel.steering.scorers.Scorer`.
-
-    ``model``: a :class:`PilotModel` or a path to its JSON (default: the shipped pilot/1 weights; ``rb-otel
-    train`` writes a pilot/2 fitted to your agent). ``baselines``: where the agents' baselines are kept: a
-    :class:`~rb_otel.steering.baseline_cache.BaselineStore`, a store URL (``sqlite:///path.db`` or a plain path
-    for processes on one machine, ``redis://host:port/db`` for several machines, ``memory://``) or ``None``
-    (``RB_OTEL_PILOT_BASELINES``, else in memory, this process only). Runs of one agent
-    (``start_run(agent=...)``, a key from :func:`~rb_otel.steering.baselines.agent_key`) share a baseline;
-    concurrent runs are safe; the store is read when a run starts and written after it ends, never on a step.
-    """
-
-    def __init__(
-        self,
-        model: PilotModel | str | Path | None = None,
-        baselines: BaselineStore | SummaryStore | str | Path | None = None,
-    ) -> None:
-        self.model = model if isinstance(model, PilotModel) else PilotModel.load(model)
-        self.baselines = baselines if isinstance(baselines, BaselineStore) else BaselineStore(baselines)
-        self.name = self.model.version
-
-    def start_run(self, agent: str = "", task_id: str = "") -> PilotRun:
-        return PilotRun(self.model, self.baselines, agent)
 
 
 def pilot_fsm_thresholds(model: PilotModel | None = None) -> dict[str, float | int]:

@@ -3,7 +3,7 @@
 Two versions load:
 
 * ``pilot/1`` (the shipped ``pilot_weights.json``): weights over the ten agent-relative features of
-  :data:`FEATURES_V1`, trained by ``make train-pilot`` on the development data;
+  :data:`FEATURES_V1`, trained by ``make pilot1-weights`` (``research/pilot1_weights.py``) on the development data;
 * ``pilot/2`` (what ``rb-otel train`` writes for one agent): weights over :data:`FEATURES` (the same ten and
   three "beyond normal" size features) plus hashed text tokens (:mod:`rb_otel.steering.pilot_text`), fixed
   SLOW/SKIP thresholds chosen from the fit's own out-of-fold scores, and ``trained``: what it was trained on.
@@ -143,7 +143,7 @@ class PilotModel:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> PilotModel:
-        """The shipped model, or the one in ``path`` (``make train-pilot``'s or ``rb-otel train``'s JSON)."""
+        """The shipped model, or the one in ``path`` (``rb-otel train``'s JSON, or ``make pilot1-weights``')."""
         if path is None:
             text = resources.files("rb_otel.steering").joinpath("pilot_weights.json").read_text(encoding="utf-8")
             return cls.from_mapping(json.loads(text), source="rb_otel/steering/pilot_weights.json")

@@ -1,4 +1,5 @@
-"""Rendering of guidance: ``render_pattern`` per model family and the system-message blocks (spec 6.3, 7.2).
+"""Rendering of guidance: ``render_pattern`` per model family and the system-message blocks (docs/steering.md,
+"E-traces"; docs/steering.md, "Routing and the [REASONBLOCKS] block").
 
 Our format ([P]): a heading per tier, then the pattern's fields in a stable order (``title``, ``guidance``,
 ``situation``, ``dead_ends``, ``unlock``, then the rest sorted). Claude models (``claude*``, ``anthropic:*``)
@@ -29,7 +30,8 @@ TIER_HEADINGS: Mapping[str, str] = {
     "e3": "Standing rule",
 }
 _FIELD_ORDER = ("title", "guidance", "situation", "dead_ends", "unlock")
-#: Marks the cacheable prefix for Anthropic; other providers ignore it (spec 7.2).
+#: Marks the cacheable prefix for Anthropic; other providers ignore it (docs/steering.md, "Routing and the
+#: [REASONBLOCKS] block").
 CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
 
 

@@ -9,18 +9,18 @@ Three ways to choose one (``resolve_scorer``):
 
 * ``"heuristic"`` (the default): ReasonBlocks' ``score_step(thought)``, exactly as documented; the run risk is
   the mean of its scores.
-* ``"pilot"``: :class:`rb_otel.steering.pilot.PilotScorer`, a calibrated probability that the run is failing.
+* ``"pilot"``: :class:`rb_otel.backends.pilot.PilotScorer`, a calibrated probability that the run is failing.
 * a callable: ``fn(thought) -> float`` (a text scorer, like the heuristic) or ``fn(step, steps_so_far) ->
   float`` (``steps_so_far`` includes ``step``); or any object with ``name`` and ``start_run``.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rb_otel.steering.pilot import PilotScorer
 from rb_otel.steering.scorer_protocol import RunScorer, Scorer, ScorerStep
 from rb_otel.steering.scoring import score_step
 
@@ -139,7 +139,7 @@ def resolve_scorer(scorer: str | Scorer | Callable[..., float] | None) -> Scorer
     if scorer is None or scorer == "heuristic":
         return HeuristicScorer()
     if scorer == "pilot":
-        return PilotScorer()
+        return _fleet_pilot()
     if isinstance(scorer, str):
         raise ValueError(f"unknown scorer {scorer!r}; choose {' or '.join(SCORER_NAMES)}, or pass a callable")
     if isinstance(scorer, Scorer):
@@ -159,3 +159,16 @@ def resolve_scorer(scorer: str | Scorer | Callable[..., float] | None) -> Scorer
             return text_scorer(scorer)  # fn(thought) -> float: ReasonBlocks' documented text path
         return FunctionScorer(scorer)
     raise TypeError(f"scorer must be 'heuristic', 'pilot', a Scorer or a callable, got {type(scorer).__name__}")
+
+
+#: The one name the core resolves outside itself: ``scorer="pilot"`` is the pilot that keeps its agents' baselines
+#: in the fleet's store (a URL, ``RB_OTEL_PILOT_BASELINES``, threads and exit hooks: the runtime's side). Named as
+#: a string so the core imports nothing of the runtime; the architecture test lists it as the core's only such
+#: seam.
+FLEET_PILOT = "rb_otel.backends.pilot:PilotScorer"
+
+
+def _fleet_pilot() -> Scorer:
+    module, _, name = FLEET_PILOT.partition(":")
+    scorer: Scorer = getattr(importlib.import_module(module), name)()
+    return scorer

@@ -1,4 +1,5 @@
-"""``SteeringSession``: the framework-free steering pipeline for one run, driven by hand (spec 1.7, 2.2).
+"""``SteeringSession``: the framework-free steering pipeline for one run, driven by hand (docs/middleware.md, "Driving
+the pipeline by hand: SteeringSession"; docs/steering.md, "How steering works").
 
 A framework integration (or your own agent loop) calls ``begin_step`` before each model call, applies the
 decision (system block, routed model), calls the model, then ``end_step``. The LangChain middleware uses this
@@ -15,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from rb_otel.steering.calls import RemoteCallObserver, as_observer
-from rb_otel.steering.emitters import StepEmitter, notify
+from rb_otel.steering.emitters import StepEmitter, as_emitter, emit
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.guidance import FAST_SKIPPED_REASON, GuidancePipeline, render_guidance
 from rb_otel.steering.injections import BaseInjection, StepContext
@@ -52,8 +53,8 @@ class SteeringSession:
     ``score_fn`` with one that sees the whole step and the run so far; ``agent`` keys the scorer's per-agent
     baseline (the pilot's). With ``fsm=None`` the FSM is the scorer's preset for this run (``fsm_thresholds()`` on
     its run scorer), else ReasonBlocks' defaults. The scorer's run risk is reported to the emitter at the end
-    (``run_risk``). ``model_routing`` maps FSM states to model ids; the session only reports ``model_override``,
-    the integration swaps the model.
+    (``run_finish(risk=...)``). ``model_routing`` maps FSM states to model ids; the session only reports
+    ``model_override``, the integration swaps the model.
     """
 
     def __init__(
@@ -94,6 +95,7 @@ class SteeringSession:
         self.state_manager = state_manager
         self.model_routing = {s: str(v) for s, v in parse_model_routing(model_routing).items()}
         self._emitter: StepEmitter | None = None
+        self._events: StepEmitter = as_emitter(None)
         self._observer: RemoteCallObserver | None = None
         self.emitter = emitter
         self.run_id = run_id or state_manager.trace_id
@@ -115,8 +117,10 @@ class SteeringSession:
 
     @emitter.setter
     def emitter(self, value: StepEmitter | None) -> None:
-        # Decided once here, not on every step or remote call: the optional emitter hooks it has.
+        # Decided once here, not on every step or remote call: the emitter every hook of which can be called
+        # (``as_emitter``), and whether it observes remote calls.
         self._emitter = value
+        self._events = as_emitter(value)
         self._observer = as_observer(value)
 
     @property
@@ -137,26 +141,28 @@ class SteeringSession:
         if self._started:
             return
         self._started = True
-        notify(self.emitter, "run_start", self.run_id, self.run_metadata)
+        emit(self._events.run_start, self.run_id, self.run_metadata)
 
     def mark_failure(self, *, reason: str = "failure") -> None:
         """Replace the default ``success`` outcome with ``reason`` (must come before ``finish``)."""
         self._failure_reason = str(reason) or "failure"
 
-    def finish(self, *, outcome_status: str = "success") -> None:
-        """Emit ``run_finish`` once. A ``mark_failure`` reason wins over the default ``success``."""
+    def finish(self, *, outcome_status: str = "success", error: BaseException | None = None) -> None:
+        """End the run: emit ``run_finish`` once (later calls do nothing), with the run's risk and ``error``, the
+        exception that ended a failed run. A ``mark_failure`` reason wins over the default ``success``."""
         if self._finished:
             return
         self.start()
         self._finished = True
-        self._report_risk()
+        risk = self.risk
+        self._scoring.finish()
         outcome = self._failure_reason if outcome_status == "success" and self._failure_reason else outcome_status
-        notify(self.emitter, "run_finish", self.run_id, outcome)
+        emit(self._events.run_finish, self.run_id, outcome, risk=risk, error=error)
 
     def close(self, *, timeout: float = 5.0) -> None:
         """Drain and stop the emitter; safe to call more than once."""
         if self.emitter is not None:
-            notify(self.emitter, "close", timeout)
+            emit(self._events.close, timeout)
 
     def __enter__(self) -> SteeringSession:
         self.start()
@@ -318,16 +324,20 @@ class SteeringSession:
         self.step_log.append(entry)
         if self.emitter is not None:
             evaluation = decision.evaluation
-            if evaluation is not None and entry.monitors_fired:
-                notify(self.emitter, "monitor_scores", self.run_id, entry.step, evaluation.scores)
-            composite = evaluation.composite if evaluation is not None else None
-            notify(self.emitter, "step", self.run_id, entry, steering_ms=decision.steering_ms, composite=composite)
+            emit(
+                self._events.step,
+                self.run_id,
+                entry,
+                steering_ms=decision.steering_ms,
+                composite=evaluation.composite if evaluation is not None else None,
+                monitor_scores=evaluation.scores if evaluation is not None and entry.monitors_fired else None,
+            )
         return entry
 
     def stop(self, decision: StepDecision, *, reason: str = "stopped at SKIP (on_skip='stop')") -> StepLogEntry:
         """End the run at ``decision`` instead of making its model call (an adapter's ``on_skip="stop"``): the
-        step goes into ``step_log`` with ``skipped_reason`` and no tokens, the emitter is told (``stopped``, when it
-        has it), and the run's outcome becomes ``stopped``. The adapter then ends the run as it ends any other."""
+        step goes into ``step_log`` with ``skipped_reason`` and no tokens, the emitter is told (``stopped``),
+        and the run's outcome becomes ``stopped``. The adapter then ends the run as it ends any other."""
         entry = decision.entry
         if self._open.pop(entry.step, _MISSING) is _MISSING:
             raise ValueError(f"step {entry.step} was already ended (or does not belong to this session)")
@@ -335,7 +345,7 @@ class SteeringSession:
         entry.model_id = ""
         self.step_log.append(entry)
         self._failure_reason = OUTCOME_STOPPED
-        notify(self.emitter, "stopped", self.run_id, entry)
+        emit(self._events.stopped, self.run_id, entry)
         return entry
 
     def discard_step(self, decision: StepDecision) -> None:
@@ -373,9 +383,3 @@ class SteeringSession:
     def risk(self) -> float | None:
         """The run-level risk so far: the step scorer's, else the mean difficulty of the scored steps."""
         return self._scoring.risk(self.state_manager.state.difficulty_history)
-
-    def _report_risk(self) -> None:
-        risk = self.risk
-        self._scoring.finish()
-        if risk is not None:
-            notify(self.emitter, "run_risk", self.run_id, risk)

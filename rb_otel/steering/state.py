@@ -1,4 +1,5 @@
-"""Per-run trace state (spec 9.3): scored steps, difficulty history, tokens and the optional budget."""
+"""Per-run trace state (docs/reference.md, "Steps and states"): scored steps, difficulty history, tokens and the
+optional budget."""
 
 from __future__ import annotations
 

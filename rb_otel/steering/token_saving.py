@@ -1,4 +1,5 @@
-"""Token saving, the pure parts (spec 1.8): tool-output compression, word classifiers, loop signals.
+"""Token saving, the pure parts (docs/experiments.md, "TokenSavingMiddleware"): tool-output compression, word
+classifiers, loop signals.
 
 ``TokenSavingMiddleware`` (``rb_otel.integrations.langchain.token_saving``) applies these to an agent's history.
 Everything here is a function of its arguments.
@@ -27,7 +28,8 @@ __all__ = [
     "takes_keep_ratio",
 ]
 
-#: The nudge ``TokenSavingMiddleware`` adds when the loop signals fire (the spec's literal default).
+#: The nudge ``TokenSavingMiddleware`` adds when the loop signals fire (ReasonBlocks' own default, docs/experiments.md,
+#: "TokenSavingMiddleware").
 EARLY_EXIT_TEXT = (
     "You appear to be stuck in a loop. Stop investigating and submit your current best answer now using whatever "
     "submission tool your task expects. Do not start another investigation."
@@ -113,7 +115,7 @@ def takes_keep_ratio(classifier: WordClassifier) -> bool:
 
 
 def loop_signals(steps: Sequence[Mapping[str, Any]], *, window: int = 10) -> dict[str, float]:
-    """rb-otel's ``signals_fn`` (the spec has none): three signals in [0, 1] from ``build_steps_from_messages``.
+    """rb-otel's ``signals_fn`` (ReasonBlocks ships none): three signals in [0, 1] from ``build_steps_from_messages``.
 
     * ``streak``: the current run of consecutive steps that repeat an earlier (action, input), over ``window``.
     * ``hedge``: the mean ``score_step`` difficulty of the last five thoughts (hedging, errors, repetition).
@@ -137,6 +139,7 @@ def loop_signals(steps: Sequence[Mapping[str, Any]], *, window: int = 10) -> dic
 
 
 def early_exit_fires(signals: Mapping[str, float]) -> bool:
-    """The spec's rule: ``streak > 0.7 or (hedge > 0.6 and diversity > 0.5)``; a missing signal counts as 0."""
+    """ReasonBlocks' rule (docs/experiments.md, "TokenSavingMiddleware"): ``streak > 0.7 or (hedge > 0.6 and diversity
+    > 0.5)``; a missing signal counts as 0."""
     streak, hedge, diversity = (float(signals.get(k, 0.0) or 0.0) for k in ("streak", "hedge", "diversity"))
     return streak > 0.7 or (hedge > 0.6 and diversity > 0.5)

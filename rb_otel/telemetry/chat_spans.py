@@ -1,5 +1,5 @@
-"""One run's ``chat`` spans: live ones (opened before the model call, ended when its step is recorded) and
-retroactive ones (built from a ``StepLogEntry`` alone, as ``SteeringSession`` and the importers record steps).
+"""One run's ``chat`` spans: live ones (opened before the model call, ended when its invocation stops or fails)
+and retroactive ones (built from a ``StepLogEntry`` alone, as ``SteeringSession`` and the importers record steps).
 Both carry the same attributes (:func:`chat_attributes`).
 
 Parents are given per call, not held (as in ``child_spans.py``: a reference back to the recorder would make a
@@ -85,6 +85,7 @@ class ChatSpans:
         self._batch = batch
         self._scorer = scorer
         self._live: dict[int, LiveChat] = {}
+        self._owned: set[int] = set()  # steps whose span an invocation opened: never built again from the entry
 
     def open(
         self,
@@ -125,11 +126,20 @@ class ChatSpans:
             self._events.emit(span, name, event_attrs)
         for rule in hints:
             span.add_event(n.EVENT_GENERAL_MONITOR_HINT, {n.RB_GENERAL_MONITOR_RULE: rule})
-        live = LiveChat(span, started, provider, request_model, composite, attrs, content=content)
+        live = LiveChat(span, started, provider, request_model, composite, entry, steering_ms, attrs, content=content)
         if self._uploads is not None and (input_messages is not None or system_instruction):
             live.uploading = UploadingMessages(input_messages, system_instruction)
         self._live[entry.step] = live
+        self._owned.add(entry.step)
         return trace.set_span_in_context(span)
+
+    def owns(self, step: int) -> bool:
+        """Whether an invocation opened a span for ``step`` (live, or already ended by it)."""
+        return step in self._owned
+
+    def live(self, step: int) -> LiveChat | None:
+        """The open span of ``step``, if any."""
+        return self._live.get(step)
 
     def respond(self, step: int, response: ChatResponse | None, end_time: float | None = None) -> None:
         """Keep what the provider reported for the live span of ``step`` (set when it ends), and when the model

@@ -4,8 +4,9 @@ In the style of ``opentelemetry-util-genai``: :meth:`RunRecorder.start_chat` / :
 return an invocation that owns its span and the context token that makes the span current while the call runs
 (so a provider SDK's own spans nest under it), and the caller ends it exactly once:
 
-* ``stop(...)``: the call returned. A ``chat`` span then ends when its step is recorded (the steering session's
-  ``end_step`` emits it), so the span carries the step's final state and scores.
+* ``stop(...)``: the call returned; the span ends now. A ``chat`` invocation's ``stop`` takes the completed step
+  (what ``SteeringSession.end_step`` returned), so the span carries the step's final state, tokens and tool calls
+  and the step is measured with it; the session's own ``step`` event leaves a step with a live call alone.
 * ``fail(error)``: the call raised; the span ends with the error (the caller re-raises it unchanged).
 * ``interrupt(...)``: control flow (a graph interrupt), not an error; the span ends without an error status.
 
@@ -29,7 +30,9 @@ __all__ = ["ChatInvocation", "ToolInvocation"]
 class _Owner(Protocol):
     """What an invocation needs from the run that opened it (``RunRecorder``)."""
 
-    def _chat_response(self, step: int, response: ChatResponse | None, end_time: float | None) -> None: ...
+    def _chat_stopped(
+        self, step: int, response: ChatResponse | None, entry: StepLogEntry | None, end_time: float | None
+    ) -> None: ...
 
     def _chat_failed(self, step: int, error: BaseException) -> None: ...
 
@@ -73,7 +76,7 @@ class _Invocation:
 
 
 class ChatInvocation(_Invocation):
-    """One model call of a run, between the steering decision and the recorded step."""
+    """One model call of a run, from the steering decision to the step it completes."""
 
     __slots__ = ("step",)
 
@@ -81,11 +84,19 @@ class ChatInvocation(_Invocation):
         super().__init__(recorder, context)
         self.step = step
 
-    def stop(self, response: ChatResponse | None = None, *, end_time: float | None = None) -> None:
-        """The model returned: keep ``response`` for the span, which ends when the step is recorded, or at
-        ``end_time`` (seconds, wall clock: when the model answered, for an adapter that learns of it later)."""
-        if self._end() and (response is not None or end_time is not None):
-            self._owner._chat_response(self.step, response, end_time)
+    def stop(
+        self,
+        response: ChatResponse | None = None,
+        *,
+        step: StepLogEntry | None = None,
+        end_time: float | None = None,
+    ) -> None:
+        """The model returned: end the span with ``response`` (what the provider reported) and record ``step``,
+        the completed step (what ``end_step`` returned; without it, the step the call was opened with, as it is
+        now). ``end_time`` (seconds, wall clock) is when the model answered, for an adapter that learns of it
+        later."""
+        if self._end():
+            self._owner._chat_stopped(self.step, response, step, end_time)
 
     def fail(self, error: BaseException) -> None:
         """The model raised ``error``: end the span with it now."""

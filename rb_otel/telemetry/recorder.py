@@ -1,4 +1,4 @@
-"""Spans and metrics for one run: the OpenTelemetry side of the ``StepEmitter`` protocol.
+"""Spans and metrics for one run: the OpenTelemetry side of the ``StepEmitter`` interface.
 
 One :class:`RunRecorder` per run owns the ``invoke_agent`` span, parents every ``chat`` and ``execute_tool``
 span to it explicitly (LangGraph runs each node in its own context), keeps the run summary, and records the
@@ -24,7 +24,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from rb_otel.deprecation import deprecated
 from rb_otel.steering.calls import CallNote
+from rb_otel.steering.emitters import StepEmitter
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import (
     ChatResponse,
@@ -42,7 +44,7 @@ from rb_otel.telemetry.events import EventSink
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.invocations import ChatInvocation, ToolInvocation
 from rb_otel.telemetry.run_metrics import RunMetrics
-from rb_otel.telemetry.run_summary import RunSummary
+from rb_otel.telemetry.run_tally import RunTally
 from rb_otel.telemetry.spans import ToolCall, link_to_part, ns
 from rb_otel.telemetry.uploads import CompletionUploads
 from rb_otel.types import FSMState, StepLogEntry
@@ -60,8 +62,10 @@ __all__ = [
 _log = logging.getLogger("rb_otel.telemetry")
 
 
-class RunRecorder:
-    """The telemetry of one run. Implements ``StepEmitter``; integrations also use the live-span methods."""
+class RunRecorder(StepEmitter):
+    """The telemetry of one run: the session's ``StepEmitter``, and the invocations integrations open for live
+    model and tool calls (:meth:`start_chat`, :meth:`start_tool`). A span is ended by what started it: an
+    invocation's ``stop``/``fail``/``interrupt``, or, for a step with no live call, the ``step`` that builds it."""
 
     def __init__(
         self,
@@ -96,8 +100,8 @@ class RunRecorder:
         self._chats = ChatSpans(
             tracer, content, self._metrics, self._batch, info.scorer, events=events, uploads=uploads
         )
-        self.summary = RunSummary()
-        self._pending_scores: dict[int, dict[str, float]] = {}
+        self.summary = RunTally()
+        self._held_scores: dict[int, dict[str, float]] = {}  # the deprecated monitor_scores() only
 
     @property
     def finished(self) -> bool:
@@ -150,18 +154,51 @@ class RunRecorder:
         *,
         steering_ms: float | None = None,
         composite: float | None = None,
+        monitor_scores: Mapping[str, float] | None = None,
         end_time: float | None = None,
         response: ChatResponse | None = None,
         extra: Mapping[str, AttributeValue] | None = None,
         error_type: str | None = None,
         events: Sequence[tuple[str, Mapping[str, AttributeValue]]] = (),
     ) -> None:
-        """Close the step's live ``chat`` span, or create one from ``entry`` alone, and record metrics.
+        """A step ended: build its ``chat`` span from ``entry`` (started and ended here) and record its metrics;
+        each fired monitor becomes a ``gen_ai.evaluation.result`` event with its score from ``monitor_scores``.
+
+        A step whose model call has a live invocation (:meth:`start_chat`) is left to it: its span ends, and the
+        step is measured, when the invocation stops. ``end_time`` (seconds), ``response``, ``extra`` attributes,
+        ``error_type`` and span ``events`` are for steps built from records (importers). Never raises.
+        """
+        if self._chats.owns(entry.step):
+            return
+        self._record_step(
+            entry,
+            steering_ms=steering_ms,
+            composite=composite,
+            scores=monitor_scores,
+            end_time=end_time,
+            response=response,
+            extra=extra,
+            error_type=error_type,
+            events=events,
+        )
+
+    def _record_step(
+        self,
+        entry: StepLogEntry,
+        *,
+        steering_ms: float | None,
+        composite: float | None,
+        scores: Mapping[str, float] | None = None,
+        end_time: float | None = None,
+        response: ChatResponse | None = None,
+        extra: Mapping[str, AttributeValue] | None = None,
+        error_type: str | None = None,
+        events: Sequence[tuple[str, Mapping[str, AttributeValue]]] = (),
+    ) -> None:
+        """End the step's span (its live one, or one built from ``entry``) and record the step's measurements.
 
         The span's end and the step's measurements join the run's batch (``batch.py``): done at once unless the
-        run steps faster than its batch window. ``end_time`` (seconds), ``response``, ``extra`` attributes,
-        ``error_type`` and span ``events`` are for steps built from records (importers); live calls get them from
-        the integration.
+        run steps faster than its batch window.
         """
         try:
             previous = self.summary.state
@@ -176,7 +213,7 @@ class RunRecorder:
                 extra=extra,
                 error_type=error_type,
                 events=events,
-                scores=self._pending_scores.pop(entry.step, None),
+                scores=scores if scores is not None else self._held_scores.pop(entry.step, None),
             )
             self.summary.count(entry, ended.response)
             self._metrics.step(
@@ -209,33 +246,45 @@ class RunRecorder:
         except Exception:
             _log.warning("recording the stop of run %s failed; continuing", self.info.run_id, exc_info=True)
 
-    def monitor_scores(self, run_id: str, step: int, scores: Mapping[str, float]) -> None:
-        """The monitor scores of ``step``, reported before :meth:`step` creates its span (the session and the
-        importers do): its fired monitors become ``gen_ai.evaluation.result`` events with these scores."""
-        self._pending_scores[step] = dict(scores)
-
     def token_saving(self, *, chars_saved: int, compressions: int, early_exits: int) -> None:
         """What ``TokenSavingMiddleware`` removed from this run's history so far (deltas): the counter now, the
         run span's totals (``rb.token_saving.*``) when it ends."""
         self.summary.token_saving(chars_saved, compressions, early_exits)
         self._metrics.token_saving(chars_saved)
 
-    def run_risk(self, run_id: str, risk: float) -> None:
-        """Remember the run-level risk; ``rb.risk`` is written on the run span when it ends."""
-        self.summary.risk = float(risk)
-
     def run_finish(
-        self, run_id: str, outcome: str, *, error: BaseException | None = None, end_time: float | None = None
+        self,
+        run_id: str,
+        outcome: str,
+        *,
+        risk: float | None = None,
+        error: BaseException | None = None,
+        end_time: float | None = None,
     ) -> None:
-        """End the run span with its summary (idempotent); ends any child span still open."""
+        """End the run span with its summary (idempotent: the first end wins); ends any child span still open.
+        ``risk`` is the run-level risk (``rb.risk``), ``error`` what ended a failed run, ``end_time`` (seconds) when
+        a recorded run ended."""
         with self._lock:
             if self._finished:
                 return
             self._finished = True
         try:
+            if risk is not None:
+                self.summary.risk = float(risk)
             self._finish(outcome, error=error, end_time=end_time)
         except Exception:
             _log.warning("finishing run %s failed", self.info.run_id, exc_info=True)
+
+    def monitor_scores(self, run_id: str, step: int, scores: Mapping[str, float]) -> None:
+        """Deprecated: pass ``monitor_scores=`` to :meth:`step`. Kept for this release: the scores are held for the
+        step's next :meth:`step`."""
+        deprecated("RunRecorder.monitor_scores()", instead="RunRecorder.step(..., monitor_scores=...)")
+        self._held_scores[step] = dict(scores)
+
+    def run_risk(self, run_id: str, risk: float) -> None:
+        """Deprecated: pass ``risk=`` to :meth:`run_finish`."""
+        deprecated("RunRecorder.run_risk()", instead="RunRecorder.run_finish(..., risk=...)")
+        self.summary.risk = float(risk)
 
     def close(self, timeout: float = 5.0) -> None:
         """Do the finished work this run is batching (``batch.py``); the providers own export."""
@@ -289,11 +338,18 @@ class RunRecorder:
         )
         return ChatInvocation(self, entry.step, context if current else None)
 
-    def _chat_response(self, step: int, response: ChatResponse | None, end_time: float | None) -> None:
+    def _chat_stopped(
+        self, step: int, response: ChatResponse | None, entry: StepLogEntry | None, end_time: float | None
+    ) -> None:
+        """End the live ``chat`` span of ``step`` with what the provider reported, and measure the step."""
+        live = self._chats.live(step)
+        if live is None:
+            return
         self._chats.respond(step, response, end_time)
+        self._record_step(entry or live.entry, steering_ms=live.steering_ms, composite=live.composite)
 
     def _chat_interrupted(self, entry: StepLogEntry, steering_ms: float | None) -> None:
-        self.step(self.info.run_id, entry, steering_ms=steering_ms)
+        self._record_step(entry, steering_ms=steering_ms, composite=None)
 
     def _chat_failed(self, step: int, error: BaseException) -> None:
         """End the live ``chat`` span of ``step`` with the model's exception (which the caller re-raises)."""

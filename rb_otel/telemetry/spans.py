@@ -11,22 +11,28 @@ from opentelemetry.trace import Span
 
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import Attributes, ChatResponse
+from rb_otel.types import StepLogEntry
 
 __all__ = ["Abandoned", "LiveChat", "ToolCall", "link_to_part", "ns"]
 
 
 @dataclass(slots=True)
 class LiveChat:
+    """A ``chat`` span open for a step's model call, and what its end needs."""
+
     span: Span
     started: float
     provider: str
     request_model: str
     composite: float | None
+    #: The step the call is for (completed by ``end_step`` in place) and the time its steering took.
+    entry: StepLogEntry
+    steering_ms: float | None
     #: The attributes the span was started with: at the end only what changed is set again.
     start_attributes: Attributes
     response: ChatResponse | None = None
     #: When the model answered (seconds, wall clock), if the adapter learnt of it later; else the span ends
-    #: when the step is recorded.
+    #: when its invocation stops.
     answered_at: float | None = None
     #: Content held for the span's content event (EVENT modes), added with the rest when the call ends.
     content: dict[str, Any] | None = None

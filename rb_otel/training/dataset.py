@@ -26,7 +26,7 @@ from rb_otel.importers.detect import FORMATS, detect, input_files
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.importers.replay import READERS
-from rb_otel.steering.baselines import agent_key
+from rb_otel.steering.agent_keys import agent_key
 from rb_otel.steering.scorer_protocol import ScorerStep
 
 __all__ = ["Dataset", "LabelledRun", "failed_of", "grouped", "read_dataset", "task_family"]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rb_otel.steering.baseline_cache import BaselineStore
+from rb_otel.backends.baselines.cache import BaselineCache
 from rb_otel.steering.baselines import MAX_RUNS, RATES
 from rb_otel.steering.pilot import PilotRun
 from rb_otel.steering.pilot_model import FEATURES, PilotModel
@@ -78,7 +78,7 @@ def prior_of(runs: Sequence[LabelledRun]) -> dict[str, float]:
     """A typical agent's normal from ``runs``, label-free: the means and medians of what runs add up to and the
     mean per-step rates (what a brand-new agent's baseline starts from)."""
     zero = PilotModel(0.0, (0.0,) * len(FEATURES), _neutral_prior(), {}, features=FEATURES)
-    store = BaselineStore()
+    store = BaselineCache()
     keys = [f"run-{i // MAX_RUNS}" for i in range(len(runs))]  # every run kept (an agent keeps MAX_RUNS)
     for run, key in zip(runs, keys, strict=True):
         scorer = PilotRun(zero, store, key)
@@ -105,7 +105,7 @@ def _neutral_prior() -> dict[str, float]:
 def extract(runs: list[LabelledRun], prior: dict[str, float]) -> PrefixData:
     """The prefix rows of ``runs``, in file order, each agent's baseline learned from its earlier runs."""
     model = PilotModel(0.0, (0.0,) * len(FEATURES), prior, {}, features=FEATURES)
-    store = BaselineStore()
+    store = BaselineCache()
     dense: list[list[float]] = []
     tokens: list[list[str]] = []
     run_index: list[int] = []

@@ -13,7 +13,7 @@ never exceeds) and the model file says so. SLOW (guidance and routing, not a sto
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,23 +50,14 @@ MIN_USEFUL_STOPS = 0.02
 SKIP_OFF = 1.0
 
 
-def _replay(fsm: DifficultyFSM, scores: Sequence[float]) -> Iterator[FSMState]:
-    """The FSM's state after each of ``scores``, from INIT: the one replay every threshold figure uses."""
-    current, history = FSMState.INIT, []
-    for value in scores:
-        history.append(float(value))
-        current = fsm.transition(current, history)
-        yield current
-
-
 def fsm_states(fsm: DifficultyFSM, scores: Sequence[float]) -> list[str]:
     """The state after each step of a run scored ``scores``."""
-    return [state.value for state in _replay(fsm, scores)]
+    return [state.value for state in fsm.replay(scores)]
 
 
 def reaches(fsm: DifficultyFSM, scores: Sequence[float], state: FSMState) -> int | None:
     """The 0-based step at which the FSM first enters ``state`` (SLOW counts SKIP too) over ``scores``."""
-    for i, current in enumerate(_replay(fsm, scores)):
+    for i, current in enumerate(fsm.replay(scores)):
         if current is state or (state is FSMState.SLOW and current is FSMState.SKIP):
             return i
     return None

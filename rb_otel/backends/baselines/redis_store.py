@@ -28,19 +28,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from rb_otel.backends.baselines.errors import StoreUnavailable, SummaryStoreError
 from rb_otel.backends.baselines.rows import StoredRows
-from rb_otel.steering.baselines import (
-    MAX_AGENTS,
-    MAX_RUNS,
-    AgentInfo,
-    AgentRuns,
-    BaselineStoreError,
-    RunSummary,
-    StoreUnavailable,
-    display_url,
-    encoded_credentials,
-    scrub,
-)
+from rb_otel.backends.baselines.urls import display_url, encoded_credentials, scrub
+from rb_otel.steering.baselines import MAX_AGENTS, MAX_RUNS, AgentInfo, AgentRuns, RunSummary
 
 try:
     import redis
@@ -100,9 +91,9 @@ class RedisSummaryStore:
         try:
             port = urlsplit(url).port
         except ValueError:
-            raise BaselineStoreError(f"{self.url}: the port is not a number between 0 and 65535") from None
+            raise SummaryStoreError(f"{self.url}: the port is not a number between 0 and 65535") from None
         if port == 0:
-            raise BaselineStoreError(f"{self.url}: the port is not a number between 1 and 65535")
+            raise SummaryStoreError(f"{self.url}: the port is not a number between 1 and 65535")
         self._raw_url, query = _split_query(url)
         self.prefix = (query.get("prefix") or [_DEFAULT_PREFIX])[0]
         self._connect_timeout = connect_timeout
@@ -112,7 +103,7 @@ class RedisSummaryStore:
         try:
             self._append_once = self._client(_WRITE_TIMEOUT).register_script(_APPEND_ONCE)
         except ValueError as exc:  # redis-py's own URL parsing
-            raise BaselineStoreError(f"{self.url}: not a Redis URL ({scrub(str(exc), url)})") from None
+            raise SummaryStoreError(f"{self.url}: not a Redis URL ({scrub(str(exc), url)})") from None
         self._check_server()
 
     # -- SummaryStore ----------------------------------------------------------------------------------
@@ -120,7 +111,7 @@ class RedisSummaryStore:
     def append(self, runs: Sequence[tuple[str, RunSummary]]) -> None:
         by_agent: dict[str, list[RunSummary]] = defaultdict(list)
         for agent, summary in runs:
-            if summary.values.get("steps", 0.0) > 0:  # a run with no steps says nothing (as in memory)
+            if not summary.says_nothing:
                 by_agent[agent].append(summary)
         if not by_agent:
             return
@@ -248,20 +239,20 @@ class RedisSummaryStore:
         try:
             found = client.get(self._key("format"))
         except redis.AuthenticationError as exc:
-            raise BaselineStoreError(f"{self.url}: Redis refused the credentials ({self._clean(exc)})") from None
+            raise SummaryStoreError(f"{self.url}: Redis refused the credentials ({self._clean(exc)})") from None
         except redis.ResponseError as exc:
             if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc) or "NOPERM" in str(exc):
-                raise BaselineStoreError(f"{self.url}: Redis refused the credentials ({self._clean(exc)})") from None
-            raise BaselineStoreError(f"{self.url}: Redis refused the store's commands ({self._clean(exc)})") from None
+                raise SummaryStoreError(f"{self.url}: Redis refused the credentials ({self._clean(exc)})") from None
+            raise SummaryStoreError(f"{self.url}: Redis refused the store's commands ({self._clean(exc)})") from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             if _tls_failed(exc) or (self._raw_url.lower().startswith("rediss://") and self._plain_redis_answers()):
-                raise BaselineStoreError(
+                raise SummaryStoreError(
                     f"{self.url}: the TLS handshake failed ({self._clean(exc)}); is the server serving TLS? "
                     "rediss:// is for TLS, redis:// for a plain connection"
                 ) from None
             return  # not reachable now: the pilot fails open and the writer retries
         if found is not None and _text(found) != FORMAT:
-            raise BaselineStoreError(
+            raise SummaryStoreError(
                 f"{self.url}: the keys under {self.prefix!r} hold baselines of format {_text(found)!r}; "
                 f"this release reads {FORMAT!r} (use another ?prefix=)"
             )

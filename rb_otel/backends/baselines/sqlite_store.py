@@ -26,19 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rb_otel.backends.baselines.errors import StoreUnavailable, SummaryStoreError
 from rb_otel.backends.baselines.rows import StoredRows
-from rb_otel.steering.baselines import (
-    COLUMNS,
-    MAX_AGENTS,
-    MAX_RUNS,
-    RATES,
-    AgentInfo,
-    AgentRuns,
-    BaselineStoreError,
-    RunSummary,
-    StoreUnavailable,
-    agent_key,
-)
+from rb_otel.steering.baselines import COLUMNS, MAX_AGENTS, MAX_RUNS, RATES, AgentInfo, AgentRuns, RunSummary, agent_key
 
 __all__ = ["FORMAT", "SqliteSummaryStore", "open_store"]
 
@@ -79,7 +69,7 @@ def open_store(url: str, *, max_agents: int = MAX_AGENTS, create: bool = True) -
 class SqliteSummaryStore:
     """A :class:`~rb_otel.steering.baselines.SummaryStore` in one SQLite file (see the module docstring).
 
-    Raises :class:`~rb_otel.steering.baselines.BaselineStoreError` at construction for a file that is not a
+    Raises :class:`~rb_otel.steering.baselines.SummaryStoreError` at construction for a file that is not a
     baseline store (naming the file and what it holds), a folder that does not exist, a database written by
     another format, or (``create=False``) a file that does not exist. Nothing is written to a file before it is
     known to be a baseline store or empty: another application's database is refused byte for byte unchanged.
@@ -116,7 +106,7 @@ class SqliteSummaryStore:
                 # Processes creating one store at once: SQLite answers "locked" at once (not after its busy
                 # timeout) where waiting could deadlock, e.g. switching the journal to WAL; try again, bounded.
                 if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise BaselineStoreError(f"not a usable baseline store ({exc})") from None
+                    raise SummaryStoreError(f"not a usable baseline store ({exc})") from None
                 self.close()
                 time.sleep(0.05)
 
@@ -125,7 +115,7 @@ class SqliteSummaryStore:
     def append(self, runs: Sequence[tuple[str, RunSummary]]) -> None:
         by_agent: dict[str, list[RunSummary]] = defaultdict(list)
         for agent, summary in runs:
-            if summary.values.get("steps", 0.0) > 0:  # a run with no steps says nothing (as in memory)
+            if not summary.says_nothing:
                 by_agent[agent].append(summary)
         if not by_agent:
             return
@@ -253,21 +243,21 @@ class SqliteSummaryStore:
         """Refuse what is not a baseline store (reading only); the legacy JSON's content when the path holds one."""
         where = self.url
         if self.path.is_dir():
-            raise BaselineStoreError(f"{where}: is a directory; name a database file in it")
+            raise SummaryStoreError(f"{where}: is a directory; name a database file in it")
         if not self.path.exists():
             if not create:
-                raise BaselineStoreError(f"{where}: no baseline store there (the file does not exist)")
+                raise SummaryStoreError(f"{where}: no baseline store there (the file does not exist)")
             if not self.path.parent.is_dir():
-                raise BaselineStoreError(f"{where}: the folder {self.path.parent} does not exist")
+                raise SummaryStoreError(f"{where}: the folder {self.path.parent} does not exist")
             return None
         try:
             with self.path.open("rb") as handle:
                 head = handle.read(len(_SQLITE_MAGIC))
         except OSError as exc:
-            raise BaselineStoreError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+            raise SummaryStoreError(f"{where}: cannot be read ({exc.strerror or exc})") from None
         if not head:
             if not create:
-                raise BaselineStoreError(f"{where}: no baseline store there (the file is empty)")
+                raise SummaryStoreError(f"{where}: no baseline store there (the file is empty)")
             return None
         if head == _SQLITE_MAGIC:
             self._check_tables()
@@ -285,10 +275,10 @@ class SqliteSummaryStore:
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
-            raise BaselineStoreError(f"{self.url}: not a baseline store ({exc})") from None
+            raise SummaryStoreError(f"{self.url}: not a baseline store ({exc})") from None
         others = sorted(t for t in tables - _OURS if not t.startswith("sqlite_"))
         if others and "rb_baselines_meta" not in tables:
-            raise BaselineStoreError(
+            raise SummaryStoreError(
                 f"{self.url}: not a baseline store (a SQLite database holding {', '.join(others[:5])})"
             )
 
@@ -298,7 +288,7 @@ class SqliteSummaryStore:
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise BaselineStoreError(f"{self.url}: not a baseline store ({problem}: {exc})") from None
+                raise SummaryStoreError(f"{self.url}: not a baseline store ({problem}: {exc})") from None
             if (
                 isinstance(data, dict)
                 and data.get("version") == _LEGACY_FORMAT
@@ -306,7 +296,7 @@ class SqliteSummaryStore:
             ):
                 return data
             problem = f"a JSON file, but not one of {_LEGACY_FORMAT!r}"
-        raise BaselineStoreError(f"{self.url}: not a baseline store ({problem})")
+        raise SummaryStoreError(f"{self.url}: not a baseline store ({problem})")
 
     def _initialise(self, db: sqlite3.Connection) -> None:
         self._refuse_foreign(db)  # again: another process may have created the file since it was checked
@@ -326,7 +316,7 @@ class SqliteSummaryStore:
                 db.execute("ROLLBACK")
             raise
         if found != FORMAT:
-            raise BaselineStoreError(f"{self.url}: a baseline store of format {found!r}; this release reads {FORMAT!r}")
+            raise SummaryStoreError(f"{self.url}: a baseline store of format {found!r}; this release reads {FORMAT!r}")
 
     def _import_legacy(self, data: dict[str, Any]) -> None:
         """Move the legacy JSON aside, create the database at its path and import every agent's runs."""

@@ -1,4 +1,5 @@
-"""rb-api backends behind the same protocols as the embedded ones (spec 5.1-5.2, 6.1, 10).
+"""rb-api backends behind the same protocols as the embedded ones (docs/rb-api.md, "Using rb-api"; docs/steering.md,
+"E-traces").
 
 Both fail open within the step's budget: the monitor backend falls back to the embedded evaluator (the result
 is marked ``degraded``), the pattern store raises and the step simply gets no guidance from that tier. Every
@@ -30,7 +31,8 @@ def _number(value: Any, name: str) -> float:
 
 
 def parse_evaluation(data: Mapping[str, Any]) -> MonitorEvaluation:
-    """Validate a ``/monitors/evaluate`` response (spec 5.2); raises ``RemoteError("bad_shape")``."""
+    """Validate a ``/monitors/evaluate`` response (docs/rb-api.md, "Using rb-api"); raises
+    ``RemoteError("bad_shape")``."""
     fired = data.get("fired", [])
     scores = data.get("scores", {})
     if not isinstance(fired, list) or not all(isinstance(f, str) for f in fired):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rb_otel.backends.rb_api.client import RbApiClient, RemoteError
+from rb_otel.steering.emitters import StepEmitter
 from rb_otel.types import StepLogEntry
 
 __all__ = ["RbApiRunExporter"]
@@ -88,7 +89,7 @@ class RbApiRunExporter:
         return RunEvents(self)
 
 
-class RunEvents:
+class RunEvents(StepEmitter):
     """The ``StepEmitter`` face of :class:`RbApiRunExporter` for one run."""
 
     def __init__(self, exporter: RbApiRunExporter) -> None:
@@ -101,10 +102,12 @@ class RunEvents:
             payload["metadata"] = dict(metadata["metadata"])
         self._exporter.submit("/v1/monitor/runs", payload)
 
-    def step(self, run_id: str, entry: StepLogEntry, **_: Any) -> None:
+    def step(self, run_id: str, entry: StepLogEntry, **_: Any) -> None:  # the entry carries what rb-api keeps
         self._exporter.submit(f"/v1/monitor/runs/{run_id}/steps", {"step_index": entry.step, **entry.as_dict()})
 
-    def run_finish(self, run_id: str, outcome: str) -> None:
+    def run_finish(
+        self, run_id: str, outcome: str, *, risk: float | None = None, error: BaseException | None = None
+    ) -> None:
         self._exporter.submit(f"/v1/monitor/runs/{run_id}/finish", {"outcome": outcome})
 
     def close(self, timeout: float = 5.0) -> None:

@@ -1,4 +1,4 @@
-"""agy_bridge ``Step`` streams (JSONL), merged by step id (spec 12.2).
+"""agy_bridge ``Step`` streams (JSONL), merged by step id (docs/importers.md, "Importing other harnesses' runs").
 
 Every field is optional (``{"id": "s1"}`` parses); ``"type"`` is ``step_type`` on the wire; unknown enum strings
 become ``UNKNOWN`` with the raw value kept in an attribute. Updates of one id are merged: a full ``content`` /

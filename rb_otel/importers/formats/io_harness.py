@@ -31,7 +31,8 @@ _SEPARATOR = " | "
 
 
 def parse_tool_calls(raw: str) -> list[ImportedTool]:
-    """The three ``tool_call`` shapes of real stores (spec 12.1); the raw string is kept when nothing parses."""
+    """The three ``tool_call`` shapes of real stores (docs/importers.md, "Importing other harnesses' runs"); the raw
+    string is kept when nothing parses."""
     raw = raw.strip()
     if not raw:
         return []

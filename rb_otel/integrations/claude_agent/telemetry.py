@@ -1,6 +1,7 @@
 """``claude_agent_telemetry``: the Claude Agent SDK's ``query()`` message stream, recorded as an rb-otel run.
 
-It passes every message through unchanged and reads (spec 1.11): the first message opens the ``invoke_agent``
+It passes every message through unchanged and reads (docs/frameworks.md, "Other frameworks"): the first message opens
+the ``invoke_agent``
 span; each assistant turn (the messages sharing one ``message_id``: the CLI sends a turn's blocks one message at
 a time) is one step and one ``chat`` span, from the message before it to its arrival, with its usage's tokens and
 the tools it asked for; each ``tool_use`` block opens an ``execute_tool`` span that its ``tool_result`` ends (an
@@ -142,10 +143,12 @@ class _ClaudeRun:
         if decision is None:
             return
         self.previous_text = " ".join(t for t in self.turn_text if t)
-        if self.chat is not None:
-            self.chat.stop(self.response, end_time=self.turn_answered)
         latency_ms = max(self.turn_answered - self.turn_started, 0.0) * 1000.0
-        self.run.session.end_step(decision, tokens=self.turn_tokens, tool_calls=self.turn_tools, latency_ms=latency_ms)
+        entry = self.run.session.end_step(
+            decision, tokens=self.turn_tokens, tool_calls=self.turn_tools, latency_ms=latency_ms
+        )
+        if self.chat is not None:
+            self.chat.stop(self.response, step=entry, end_time=self.turn_answered)
 
     def _tool_results(self, message: UserMessage) -> None:
         if isinstance(message.content, str):
@@ -170,9 +173,8 @@ class _ClaudeRun:
                 tool.interrupt()
             self.tools.clear()
             outcome = self.outcome or fallback
-            if error is not None and self.outcome is None:
-                self.run.recorder.run_finish(self.run.recorder.info.run_id, outcome, error=error)
-            self.run.session.finish(outcome_status=outcome)
+            # a result that arrived says how the run ended; the error is the run's only without one
+            self.run.session.finish(outcome_status=outcome, error=error if self.outcome is None else None)
         except Exception:
             _log.warning("finishing the Claude Agent SDK run failed", exc_info=True)
 

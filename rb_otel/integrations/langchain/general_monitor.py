@@ -1,4 +1,5 @@
-"""``GeneralMonitorMiddleware`` (spec 1.10): five rule-based detectors that add a short corrective hint.
+"""``GeneralMonitorMiddleware`` (docs/experiments.md, "GeneralMonitorMiddleware"): five rule-based detectors that add a
+short corrective hint.
 
 Before each model call the rules of :mod:`rb_otel.steering.general_monitor` are checked in priority order; the
 first that holds, and is not cooling down (``cooldown`` model calls since it last fired in this run), adds its

@@ -188,9 +188,8 @@ class RunTracker:
             self.finish(run, OUTCOME_SUCCESS)
 
     def finish(self, run: AgentRun, outcome: str, *, error: BaseException | None = None) -> None:
-        if error is not None:
-            run.recorder.run_finish(run.key, outcome, error=error)  # the span gets the exception itself
-        run.session.finish(outcome_status=outcome)  # emits run_finish, a no-op if the span already ended
+        """End ``run``: one call to its session, which ends the run span (with ``error``, the exception itself)."""
+        run.session.finish(outcome_status=outcome, error=error)
         self.runs.retire(run)
 
     def expire(self, run: AgentRun) -> None:

@@ -53,7 +53,8 @@ __all__ = ["ON_SKIP", "STOPPED", "ReasonBlocksMiddleware", "stop_message", "was_
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
-#: run_start keys that are stored in their own fields, so they are removed from ``metadata`` (spec 1.3).
+#: run_start keys that are stored in their own fields, so they are removed from ``metadata`` (docs/middleware.md,
+#: "Using the middleware").
 _DEDICATED_KEYS = (*RUN_FIELD_NAMES, "task_profile")
 _LANGCHAIN_FIELDS = RunFields(framework="langchain")
 
@@ -101,7 +102,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.agent_name = fields.agent_name
         extras = {k: v for k, v in (metadata or {}).items() if k not in _DEDICATED_KEYS}
         self.experiment = experiment
-        # the off arm is a true passthrough: requests reach the model exactly as they came in (spec 1.6)
+        # the off arm is a true passthrough: requests reach the model exactly as they came in (docs/experiments.md,
+        # "A/B experiments")
         self._passthrough = experiment is not None and experiment.arm == "off"
         self._tracker = RunTracker(
             runs,
@@ -118,7 +120,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     @property
     def arm(self) -> str:
-        """``"on"`` or ``"off"`` in an A/B experiment, ``""`` outside one (spec 1.6)."""
+        """``"on"`` or ``"off"`` in an A/B experiment, ``""`` outside one (docs/experiments.md, "A/B experiments")."""
         return self.experiment.arm if self.experiment is not None else ""
 
     @property
@@ -331,11 +333,11 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             tokens, tool_calls, details = chat_response(reply) if reply is not None else (0, [], None)
             if details is not None and self._wants_content and reply is not None:
                 details.output_messages = [{"role": "assistant", "content": message_text(reply)}]
-            call.chat.stop(details)
             entry = call.decision.entry
             latency = 0.0 if run.last_timestamp is None else (entry.timestamp - run.last_timestamp) * 1000.0
             run.last_timestamp = entry.timestamp
             entry = run.session.end_step(call.decision, tokens=tokens, tool_calls=tool_calls, latency_ms=latency)
+            call.chat.stop(details, step=entry)
             return self._with_state_update(run, entry, response)
         except Exception:
             call.chat.stop()

@@ -51,6 +51,7 @@ def _fallback_attempt(run: AgentRun, call: ModelCall, reply: Any, error: BaseExc
         request_model=call.model,
         provider=call.provider,
         steering_ms=decision.steering_ms,
+        composite=decision.evaluation.composite if decision.evaluation else None,
         start_time=call.started,
         current=False,
     )
@@ -59,5 +60,4 @@ def _fallback_attempt(run: AgentRun, call: ModelCall, reply: Any, error: BaseExc
         return  # still failed: a further fallback is its next attempt
     run.failed = None
     tokens, tool_calls, details = chat_response(reply)
-    chat.stop(details)
-    run.session.end_step(decision, tokens=tokens, tool_calls=tool_calls)
+    chat.stop(details, step=run.session.end_step(decision, tokens=tokens, tool_calls=tool_calls))

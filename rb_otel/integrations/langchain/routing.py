@@ -1,4 +1,5 @@
-"""Model routing for LangChain: FSM state -> chat model, resolved once per id and cached (spec 7.1)."""
+"""Model routing for LangChain: FSM state -> chat model, resolved once per id and cached (docs/steering.md, "Routing
+and the [REASONBLOCKS] block")."""
 
 from __future__ import annotations
 

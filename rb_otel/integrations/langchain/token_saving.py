@@ -1,4 +1,5 @@
-"""``TokenSavingMiddleware`` (spec 1.8): shrink an agent's history before each model call.
+"""``TokenSavingMiddleware`` (docs/experiments.md, "TokenSavingMiddleware"): shrink an agent's history before each
+model call.
 
 Old tool outputs are cut to head and tail under the same message id, so LangGraph's ``add_messages`` reducer
 replaces them in place and the history really shrinks; optionally, stale messages keep only the words a
@@ -40,7 +41,8 @@ from rb_otel.steering.token_saving import (
 __all__ = ["TokenSavingMiddleware", "TokenSavingStats", "build_steps_from_messages"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
-#: Marks our early-exit nudge in the history, so a run is nudged at most once (spec 1.8 [P]).
+#: Marks our early-exit nudge in the history, so a run is nudged at most once (docs/experiments.md,
+#: "TokenSavingMiddleware").
 _EARLY_EXIT_KEY = "rb_early_exit"
 #: ``TokenSavingStats.replacements_emitted`` keeps about this many of the latest model calls.
 _KEEP_REPLACEMENTS = 10_000
@@ -60,7 +62,8 @@ class TokenSavingStats:
 
 
 def build_steps_from_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """One dict per AIMessage (per tool call when it has several), spec 9.6: ``step_index``, ``action``,
+    """One dict per AIMessage (per tool call when it has several), docs/experiments.md, "TokenSavingMiddleware":
+    ``step_index``, ``action``,
     ``action_input``, ``thought``, ``observation`` (the matching ToolMessage's content), ``is_error``."""
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     steps: list[dict[str, Any]] = []
@@ -85,7 +88,8 @@ def build_steps_from_messages(messages: Sequence[BaseMessage]) -> list[dict[str,
 
 
 class TokenSavingMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
-    """Compresses old tool outputs, optionally stale messages, and nudges a looping agent to submit (spec 1.8).
+    """Compresses old tool outputs, optionally stale messages, and nudges a looping agent to submit
+    (docs/experiments.md, "TokenSavingMiddleware").
 
     Example::
 

@@ -11,7 +11,7 @@ from rb_otel.telemetry import ChatResponse
 
 __all__ = ["Turn", "chat_response", "last_turn", "model_name", "tool_call_names"]
 
-#: A tool observation is cut to this many characters before it is recorded (spec 1.11).
+#: A tool observation is cut to this many characters before it is recorded (docs/frameworks.md, "Other frameworks").
 OBSERVATION_CHARS = 8000
 
 

@@ -1,6 +1,7 @@
 """``ReasonBlocksRunHooks``: the OpenAI Agents SDK's ``RunHooks``, recording each run as rb-otel telemetry.
 
-Lifecycle (spec 1.11): ``on_agent_start`` opens the run (its ``invoke_agent`` span; a handoff's next agent joins
+Lifecycle (docs/frameworks.md, "Other frameworks"): ``on_agent_start`` opens the run (its ``invoke_agent`` span; a
+handoff's next agent joins
 it); ``on_llm_start`` / ``on_llm_end`` are one ``chat`` span and one step, whose tokens are the whole response's
 (the spec gives them to the first tool call after the response and 0 to the later ones; here they sit on the
 response's own step, whose ``tool_calls`` list those tools: the same run total); ``on_tool_start`` /
@@ -92,7 +93,7 @@ class ReasonBlocksRunHooks(RunHooks[Any]):
             return
         try:
             report, tokens = chat_response(response)
-            run.tokens += tokens  # the running total of the run's tokens (spec 1.11)
+            run.tokens += tokens  # the running total of the run's tokens (docs/frameworks.md, "Other frameworks")
             call, run.llm = run.llm, None
             if call is not None:
                 call.succeeded(report, tokens=tokens, tool_calls=tool_call_names(response.output))

@@ -1,6 +1,7 @@
 """``SteeredOpenAIModel``: an OpenAI Agents SDK ``Model`` that runs the steering pipeline before every response.
 
-Per call (spec 1.11): the newest assistant text of ``input`` is the thought -> ``begin_step`` -> the
+Per call (docs/frameworks.md, "Other frameworks"): the newest assistant text of ``input`` is the thought ->
+``begin_step`` -> the
 ``[REASONBLOCKS]`` block appended to the system instructions when something fired (the Responses and Chat
 Completions APIs have no cache marks: one instruction string) -> routing: with a ``model_factory``, the routed
 model id (``provider:`` prefix stripped) is built once by it and cached; without one the override is only noted

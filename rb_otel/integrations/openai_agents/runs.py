@@ -87,9 +87,7 @@ class OpenAIRuns:
             for tool in run.tools.values():
                 tool.interrupt()
             run.tools.clear()
-            if error is not None:
-                run.run.recorder.run_finish(run.run.recorder.info.run_id, outcome, error=error)
-            run.run.session.finish(outcome_status=outcome)
+            run.run.session.finish(outcome_status=outcome, error=error)
         except Exception:
             _log.warning("finishing the run failed", exc_info=True)
 

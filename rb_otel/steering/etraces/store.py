@@ -1,4 +1,5 @@
-"""Pattern stores: the ``PatternStore`` protocol and the embedded in-process vector index (spec 6.1).
+"""Pattern stores: the ``PatternStore`` protocol and the embedded in-process vector index (docs/steering.md,
+"E-traces").
 
 The embedded store keeps one normalised matrix per tier and answers a query with one matrix-vector product,
 so a library of 1,000 patterns costs tens of microseconds per query. Similarity gates are per tier; the server
@@ -38,7 +39,7 @@ DEFAULT_MIN_SIMILARITY: Mapping[str, float] = {"e1": 0.30, "e2": 0.12, "e3": 0.0
 
 @dataclass(frozen=True, slots=True)
 class RetrievalQuery:
-    """A ``/traces/retrieve`` request (spec 6.1): ``context`` is ``""`` for the E3 scroll-all."""
+    """A ``/traces/retrieve`` request (docs/steering.md, "E-traces"): ``context`` is ``""`` for the E3 scroll-all."""
 
     tier: str
     context: str = ""

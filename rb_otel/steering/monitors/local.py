@@ -1,4 +1,5 @@
-"""The ``MonitorBackend`` protocol and the embedded, network-free default backend (spec 5.2, 5.6)."""
+"""The ``MonitorBackend`` protocol and the embedded, network-free default backend (docs/rb-api.md, "Using rb-api";
+docs/steering.md, "Monitors")."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ INTERVENTION_TEXTS: Mapping[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class MonitorRequest:
-    """What a backend evaluates: the ``/monitors/evaluate`` request of spec 5.1, plus the run's task."""
+    """What a backend evaluates: the ``/monitors/evaluate`` request of docs/rb-api.md, "Using rb-api", plus the run's
+    task."""
 
     model: str
     task_profile: str
@@ -65,7 +67,7 @@ class MonitorRequest:
 
 @runtime_checkable
 class MonitorBackend(Protocol):
-    """Evaluates the monitors over a run's steps and answers in the shape of spec 5.2.
+    """Evaluates the monitors over a run's steps and answers in the shape of docs/rb-api.md, "Using rb-api".
 
     Called synchronously on the agent's thread once per scored step, so it must be fast or bounded in time. It
     may raise; the caller treats a failure as an empty evaluation and logs it.

@@ -1,4 +1,4 @@
-"""Monitor weight profiles and their resolution (spec 5.3).
+"""Monitor weight profiles and their resolution (docs/steering.md, "Monitors").
 
 Resolution order: defaults (``coding``) <- named profile <- per-call overrides. Overrides may be partial;
 unknown monitor names are dropped, negative weights become 0 and each weight is capped at 1.0. Weights are not

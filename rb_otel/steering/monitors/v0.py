@@ -1,8 +1,8 @@
-"""The historical v0 local monitor suite, as specified in ReasonBlocks' history (spec 5.7).
+"""The historical v0 local monitor suite, as specified in ReasonBlocks' history (docs/steering.md, "Monitors").
 
 ``evaluate_all(steps, weights=None, fire_threshold=0.6)`` over step dicts of the ``signals_fn`` shape
 (``step_index, action, action_input, thought, observation, is_error``); :func:`v0_signals` is usable directly as
-a ``signals_fn``. Where the spec is open we chose:
+a ``signals_fn``. Where ReasonBlocks is open we chose (docs/steering.md, "Choices where ReasonBlocks leaves them open"):
 
 * ``streak``: "identical" means the same action name and the same input; a run below 2 scores 0.0 ([C5]).
 * ``edit_revert``: the last three edits are compared, whatever their paths; an edit's path is its input's

@@ -1,4 +1,4 @@
-"""Our deterministic heuristics for the six v1 monitor names (spec 5.3, 5.6; the algorithms are ours).
+"""Our deterministic heuristics for the six v1 monitor names (docs/steering.md, "Monitors"; the algorithms are ours).
 
 Each scorer reads the trailing window of ``StepRecord`` features (newest last; a suffix of the run's features,
 linked to earlier steps by ``features.RunLinks``) and returns a score in [0, 1], 1 = worst. They are cheap (set

@@ -25,7 +25,7 @@ __all__ = ["AdapterMethods"]
 
 
 class AdapterMethods:
-    """Mixed into :class:`~rb_otel.reasonblocks.ReasonBlocks` (which provides ``runs``, ``session()`` and
+    """Mixed into :class:`~rb_otel.facade.reasonblocks.ReasonBlocks` (which provides ``runs``, ``session()`` and
     ``middleware()``)."""
 
     runs: RunFactory

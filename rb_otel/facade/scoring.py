@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rb_otel.steering.baseline_cache import BaselineStore
+from rb_otel.backends.baselines.cache import BaselineCache
+from rb_otel.backends.pilot import PilotScorer
 from rb_otel.steering.fsm import DifficultyFSM
-from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
+from rb_otel.steering.pilot import pilot_fsm_thresholds
 from rb_otel.steering.scorers import HeuristicScorer, Scorer, resolve_scorer, text_scorer_name
 from rb_otel.steering.scoring import score_step
 
@@ -32,7 +33,7 @@ class Scoring:
 def resolve_scoring(
     scorer: str | Scorer | Callable[..., float] | None,
     fsm_thresholds: Mapping[str, Any] | None,
-    baselines: str | Path | BaselineStore | None,
+    baselines: str | Path | BaselineCache | None,
     pilot_model: str | Path | None,
 ) -> Scoring:
     """Resolve the scoring arguments once; ``ValueError`` for ``baselines=`` or ``pilot_model=`` without the pilot.

@@ -1,6 +1,6 @@
 """Fit the pilot on half of each development source's task groups and test it on the other half.
 
-    python training/half_split.py [--data tests/fixtures/signal] [--seeds 5] [--first-seed 5] [--json out.json]
+    python research/half_split.py [--data tests/fixtures/signal] [--seeds 5] [--first-seed 5] [--json out.json]
 
 What ``rb-otel train`` + ``rb-otel evaluate --pilot-model`` would report for a user who labelled half of their
 tasks: for each source and each seed, the task groups (a SWE-bench instance; a tau2 user scenario across policy
@@ -29,13 +29,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rb_otel.backends.pilot import PilotScorer  # noqa: E402
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping  # noqa: E402
 from rb_otel.evaluation.metrics import auroc  # noqa: E402
 from rb_otel.steering.fsm import DifficultyFSM  # noqa: E402
-from rb_otel.steering.pilot import PilotScorer  # noqa: E402
 from rb_otel.training import train_dataset  # noqa: E402
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset  # noqa: E402
-from rb_otel.types import FSMState  # noqa: E402
 
 SOURCES = {
     "coding (SWE, Gemini 3)": ("mini_swe_agent_gemini3pro.tar.xz", "results_summary.json"),
@@ -63,13 +62,8 @@ def score(model: Any, runs: list[LabelledRun]) -> list[RunTrace]:
     for run in runs:
         live = scorer.start_run(run.agent)
         fsm = DifficultyFSM(**live.fsm_thresholds())
-        state, history, scores, states = FSMState.INIT, [], [], []
-        for step in run.steps:
-            value = live.score(step)
-            history.append(value)
-            state = fsm.transition(state, history)
-            scores.append(value)
-            states.append(state.value)
+        scores = [live.score(step) for step in run.steps]  # a score never depends on the state: replayed after
+        states = [state.value for state in fsm.replay(scores)]
         live.finish()
         chars = np.cumsum([len(s.thought or "") + len(s.action_input or "") for s in run.steps]).tolist()
         traces.append(RunTrace(run.failed, scores, chars, run.prompt_tokens, run.tokens, states))

@@ -1,20 +1,15 @@
-"""The ``rb-otel`` command: ``demo``, ``replay`` (imported runs as traces), ``evaluate`` (signals vs outcomes),
-``report`` (a page per run), ``ab-report`` (an experiment's answer); the pilot's ``train`` and ``baselines``
-live in :mod:`rb_otel._cli_pilot`."""
+"""``rb-otel demo``, ``replay`` and ``evaluate``: scripted agents and imported runs through the real pipeline."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rb_otel._cli_output import emit_json, json_option, write
-from rb_otel._cli_pilot import add_baselines, add_train
+from rb_otel.cli.output import emit_json, json_option, write
 
-__all__ = ["main"]
+__all__ = ["add_demo", "add_replay_and_evaluate"]
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -102,8 +97,21 @@ def _replay(args: argparse.Namespace) -> int:
     return 1 if failed or delivered else 0
 
 
+def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
+    lines = [
+        f"{indent}{result.source:<15} {result.run_id:<40} {result.step_count:>6} steps  {result.outcome:<24} "
+        f"trace {result.trace_id}"
+    ]
+    if rescore:
+        where = ", ".join(f"{state} at step {step}" for state, step in result.entered.items())
+        lines.append(f"{indent}    rescored: {'would have entered ' + where if where else 'never SLOW or SKIP'}")
+    for child in result.children:
+        lines += _describe(child, rescore, indent + "  ")
+    return lines
+
+
 def _evaluate(args: argparse.Namespace) -> int:
-    from rb_otel.evaluation import EvaluationError, _print_progress, evaluate
+    from rb_otel.evaluation import EvaluationError, evaluate, print_progress
     from rb_otel.importers import RecordError
 
     try:
@@ -113,7 +121,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             scorer=args.scorer or "pilot",
             pilot_model=args.pilot_model,
             format=args.format,
-            progress=None if args.quiet else _print_progress,
+            progress=None if args.quiet else print_progress,
         )
     except (EvaluationError, RecordError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -140,53 +148,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace) -> int:
-    from rb_otel.report import load_runs, render_report
-
-    runs, problems = load_runs(args.paths)
-    for problem in problems:
-        print(f"skipped: {problem}", file=sys.stderr)
-    if not runs:
-        print(f"error: no runs (invoke_agent spans) in {', '.join(args.paths)}", file=sys.stderr)
-        return 2
-    write(Path(args.out), render_report(runs))
-    return 0
-
-
-def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
-    lines = [
-        f"{indent}{result.source:<15} {result.run_id:<40} {result.step_count:>6} steps  {result.outcome:<24} "
-        f"trace {result.trace_id}"
-    ]
-    if rescore:
-        where = ", ".join(f"{state} at step {step}" for state, step in result.entered.items())
-        lines.append(f"{indent}    rescored: {'would have entered ' + where if where else 'never SLOW or SKIP'}")
-    for child in result.children:
-        lines += _describe(child, rescore, indent + "  ")
-    return lines
-
-
-def _ab_report(args: argparse.Namespace) -> int:
-    from rb_otel.ab.experiment_report import report
-    from rb_otel.ab.prices import load_prices
-    from rb_otel.ab.table import format_report
-
-    try:
-        prices = load_prices(args.prices) if args.prices else None
-        result = report(args.paths, args.experiment, on_fraction=args.on_fraction, prices=prices)
-    except ValueError as exc:  # no such experiment, a bad price file, a bad on-fraction: one line
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for problem in result["problems"]:
-        print(f"skipped {problem}", file=sys.stderr)
-    if args.json is None or args.json != "-":
-        print(format_report(result))
-    if args.json is not None:
-        emit_json(args.json, result)
-    return 0
-
-
-def _add_demo(sub: Any) -> None:
+def add_demo(sub: Any) -> None:
     from rb_otel.demo.scenarios import SCENARIOS
 
     demo = sub.add_parser("demo", help="run scripted agents through the real pipeline and export them")
@@ -213,7 +175,7 @@ def _add_demo(sub: Any) -> None:
     demo.set_defaults(func=_demo)
 
 
-def _add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
+def add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     rep = sub.add_parser("replay", help="replay other harnesses' records as rb-otel traces and metrics")
     rep.add_argument("paths", nargs="+", help="files or directories to import")
     rep.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
@@ -232,66 +194,3 @@ def _add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     ev.add_argument("--html", default=None, help="write an HTML report with plots (calibration, stopping) here")
     ev.add_argument("--quiet", action="store_true", help="no progress lines")
     ev.set_defaults(func=_evaluate)
-
-
-def _add_reports(sub: Any) -> None:
-    rp = sub.add_parser("report", help="an HTML page for the runs in OTLP/JSON trace files")
-    rp.add_argument("paths", nargs="+", help="OTLP/JSON lines files (the Collector file exporter's, the demo's)")
-    rp.add_argument("--out", default="report.html", help="where to write the page (default: report.html)")
-    rp.set_defaults(func=_report)
-    ab = sub.add_parser("ab-report", help="an A/B experiment's report from OTLP/JSON trace files")
-    ab.add_argument("paths", nargs="+", help="OTLP/JSON lines files the experiment's runs were exported to")
-    ab.add_argument("--experiment", required=True, help="the experiment id (rb.experiment.id)")
-    ab.add_argument("--on-fraction", type=float, default=None,
-                    help="the assignment's on fraction (default: the one the runs recorded)")  # fmt: skip
-    ab.add_argument("--prices", default=None, help="JSON: model -> {input, output, cache_read} USD per 1M tokens")
-    json_option(ab)
-    ab.set_defaults(func=_ab_report)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from rb_otel._version import __version__
-    from rb_otel.importers.detect import FORMATS
-
-    parser = argparse.ArgumentParser(prog="rb-otel", description="ReasonBlocks-style steering, as OpenTelemetry.")
-    parser.add_argument("--version", action="version", version=f"rb-otel {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log rb-otel's own warnings and debug output")
-    sub = parser.add_subparsers(dest="command", required=True)
-    formats = ["auto", *FORMATS]
-    _add_demo(sub)
-    _add_replay_and_evaluate(sub, formats)
-    add_train(sub, formats)
-    _add_reports(sub)
-    add_baselines(sub)
-    return parser
-
-
-def _configure_logging(verbose: bool) -> None:
-    """rb-otel's loggers to standard error: errors, and with ``-v`` warnings and debug output too. Only rb-otel's
-    loggers: the root logger and other libraries' are left as they are, and a process that configured logging
-    itself (an application calling :func:`main`) keeps its handlers."""
-    logger = logging.getLogger("rb_otel")
-    if verbose:
-        logger.setLevel(logging.DEBUG)
-    if logging.getLogger().handlers or logger.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    logger.addHandler(handler)
-    if not verbose:
-        logger.setLevel(logging.ERROR)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    _configure_logging(args.verbose)
-    try:
-        code: int = args.func(args)
-    except KeyboardInterrupt:  # Ctrl-C, also while waiting on an export: a line, not a traceback
-        print("interrupted; what was not exported yet is lost", file=sys.stderr)
-        return 130
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

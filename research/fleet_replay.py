@@ -1,7 +1,7 @@
 """The development coding runs replayed by a fleet of worker processes: sharing one SQLite baseline store, or each
 learning alone (its own memory), as ``docs/fleet.md`` reports.
 
-    python training/fleet_replay.py [--data tests/fixtures/signal] [--workers 10] [--pilot-model FILE]
+    python research/fleet_replay.py [--data tests/fixtures/signal] [--workers 10] [--pilot-model FILE]
 
 Worker ``i`` of ``n`` takes runs ``i, i+n, i+2n, ...`` in file order; the workers run at the same time, so with a
 shared store each one's runs are scored against every run any worker finished before. Each run is scored through
@@ -24,9 +24,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rb_otel.backends.pilot import PilotScorer  # noqa: E402
 from rb_otel.evaluation.metrics import auroc  # noqa: E402
 from rb_otel.steering.fsm import DifficultyFSM  # noqa: E402
-from rb_otel.steering.pilot import PilotScorer  # noqa: E402
 from rb_otel.training.dataset import read_dataset  # noqa: E402
 from rb_otel.types import FSMState  # noqa: E402
 
@@ -42,12 +42,9 @@ def worker(job: tuple[str, int, int, str, str | None]) -> list[tuple[int, bool, 
         i = index + n * workers
         live = scorer.start_run(run.agent)
         fsm = DifficultyFSM(**live.fsm_thresholds())
-        state, history, worst, value = FSMState.INIT, [], 0, 0.0
-        for step in run.steps:
-            value = live.score(step)
-            history.append(value)
-            state = fsm.transition(state, history)
-            worst = max(worst, state.severity)
+        scores = [live.score(step) for step in run.steps]  # a score never depends on the state: replayed after
+        worst = max((state.severity for state in fsm.replay(scores)), default=FSMState.INIT.severity)
+        value = scores[-1] if scores else 0.0
         live.finish()
         scorer.baselines.flush(5.0)  # the next run of any worker sees this one (a run takes minutes live)
         out.append((i, run.failed, value, worst))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from rb_otel.files import write_atomically
 
 __all__ = ["JSON_HELP", "emit_json", "json_option", "write"]
 
@@ -14,11 +15,8 @@ JSON_HELP = "also write the report as JSON to PATH (- or no PATH: only the JSON,
 
 
 def write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it (whole or not at all) and say so."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``text`` to ``path`` whole or not at all (:func:`~rb_otel.files.write_atomically`) and say so."""
+    write_atomically(path, text)
     print(f"wrote {path}")
 
 

@@ -86,8 +86,12 @@ def warn_ignored(
     export_runs_to_api: bool,
     telemetry_enabled: bool,
     capture_content: bool | str | None,
+    e_traces_enabled: bool = True,
+    pattern_store: object = None,
 ) -> None:
     """A warning for each argument that would be silently ignored in this combination."""
+    if pattern_store is not None and not e_traces_enabled:
+        _log.warning("pattern_store is set but e_traces_enabled=False: no pattern is retrieved from it")
     if not api_key:
         if base_url:
             _log.warning("base_url is set but no api_key: steering runs embedded")

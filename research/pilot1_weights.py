@@ -1,9 +1,11 @@
 """Train the pilot scorer from the labelled runs in ``tests/fixtures/signal`` and report how well it transfers.
 
-    python training/train_pilot.py [--data tests/fixtures/signal] [--out rb_otel/steering/pilot_weights.json]
+    python research/pilot1_weights.py [--data tests/fixtures/signal] [--out rb_otel/steering/pilot_weights.json]
 
-(``make train-pilot``.) Reproducible: the runs are read in file order through the package's own importers,
-features come from the same ``PilotRun`` code the scorer runs live, and the fit is deterministic (IRLS).
+(``make pilot1-weights``.) The shipped pilot/1 is this script's; every other pilot is ``rb-otel train``'s
+(the library's one trainer), which this script shares its importers, features, FSM and figures with.
+Reproducible: the runs are read in file order through the package's own importers, features come from the same
+``PilotRun`` code the scorer runs live, and the fit is deterministic (IRLS).
 
 Honesty rules, kept by construction:
 
@@ -33,22 +35,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rb_otel.backends.baselines.cache import BaselineCache  # noqa: E402
+from rb_otel.backends.pilot import PilotScorer  # noqa: E402
 from rb_otel.evaluation.metrics import auroc  # noqa: E402
 from rb_otel.importers.detect import detect  # noqa: E402
 from rb_otel.importers.labels import load_labels  # noqa: E402
 from rb_otel.importers.model import ImportProblem  # noqa: E402
 from rb_otel.importers.replay import READERS  # noqa: E402
 from rb_otel.steering.fsm import DifficultyFSM  # noqa: E402
-from rb_otel.steering.pilot import (  # noqa: E402
-    _HEDGES,
-    FEATURES_V1,
-    PILOT_NAME,
-    RELATIVE_AFTER,
-    BaselineStore,
-    PilotModel,
-    PilotRun,
-    PilotScorer,
-)
+from rb_otel.steering.pilot import _HEDGES, FEATURES_V1, PILOT_NAME, RELATIVE_AFTER, PilotModel, PilotRun  # noqa: E402
 from rb_otel.steering.scorers import ScorerStep  # noqa: E402
 
 # The shipped pilot/1 reads the first ten features; `rb-otel train` fits pilot/2 models on all of them.
@@ -56,8 +51,8 @@ FEATURES = FEATURES_V1
 from rb_otel.types import FSMState  # noqa: E402
 
 SOURCES = {"tau2_grok.tar.xz": "tau2 (customer service, Grok)", "mini_swe_agent_gemini3pro.tar.xz": "SWE (Gemini 3)"}
-SEVERITY = {FSMState.INIT: 0, FSMState.FAST: 0, FSMState.NORMAL: 1, FSMState.SLOW: 2, FSMState.SKIP: 3}
 SLOW_WINDOW, SKIP_WINDOW = 3, 8
+SLOW, SKIP = FSMState.SLOW.severity, FSMState.SKIP.severity
 SLOW_SUCCESS_SHARE, SKIP_SUCCESS_SHARE = 0.18, 0.015
 L2 = 1.0
 
@@ -107,7 +102,7 @@ def read_runs(folder: Path, source: str) -> list[Run]:
 
 def prior_of(runs: list[Run]) -> dict[str, float]:
     """A typical agent's normal, label-free: the run-weighted mean of the agents' own baselines."""
-    store = BaselineStore()
+    store = BaselineCache()
     zero = PilotModel(0.0, (0.0,) * len(FEATURES), _neutral_prior(), {})
     for run in runs:
         scorer = PilotRun(zero, store, run.agent)
@@ -144,7 +139,7 @@ def _neutral_prior() -> dict[str, float]:
 
 def extract(runs: list[Run], prior: dict[str, float]) -> None:
     """Each run's features at every step, baselines learned online per agent in file order (as evaluate does)."""
-    store = BaselineStore()
+    store = BaselineCache()
     zero = PilotModel(0.0, (0.0,) * len(FEATURES), prior, {})
     for run in runs:
         scorer = PilotRun(zero, store, run.agent)
@@ -207,12 +202,8 @@ def scores_of(run: Run, intercept: float, weights: np.ndarray) -> np.ndarray:
 
 
 def max_state(scores: np.ndarray, fsm: DifficultyFSM) -> int:
-    state, history, worst = FSMState.INIT, [], 0
-    for value in scores:
-        history.append(float(value))
-        state = fsm.transition(state, history)
-        worst = max(worst, SEVERITY[state])
-    return worst
+    """The most severe state the run reaches (``FSMState.severity``, the library's one order)."""
+    return max((state.severity for state in fsm.replay(scores)), default=FSMState.INIT.severity)
 
 
 def reached(scores: np.ndarray, threshold: float, window: int) -> bool:
@@ -312,9 +303,9 @@ def report(
         "auroc_max_state": auroc(y, states),
         "auroc_chars": auroc(y, chars),
         "auroc_steps": auroc(y, [len(r.steps) for r in test]),
-        "slow_failed": float(np.mean([st >= 2 for st, f in zip(states, y, strict=True) if f])),
-        "slow_succeeded": float(np.mean([st >= 2 for st, f in zip(states, y, strict=True) if not f])),
-        "skip_succeeded": float(np.mean([st >= 3 for st, f in zip(states, y, strict=True) if not f])),
+        "slow_failed": float(np.mean([st >= SLOW for st, f in zip(states, y, strict=True) if f])),
+        "slow_succeeded": float(np.mean([st >= SLOW for st, f in zip(states, y, strict=True) if not f])),
+        "skip_succeeded": float(np.mean([st >= SKIP for st, f in zip(states, y, strict=True) if not f])),
     }
 
 
@@ -351,7 +342,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(ROOT / "tests" / "fixtures" / "signal"))
     parser.add_argument("--out", default=str(ROOT / "rb_otel" / "steering" / "pilot_weights.json"))
-    parser.add_argument("--report", default=str(ROOT / "training" / "pilot_report.json"))
+    parser.add_argument("--report", default=str(ROOT / "research" / "pilot_report.json"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folders = unpack(Path(args.data), Path(tmp))

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from rb_otel._cli_output import emit_json, json_option
+from rb_otel.cli.output import emit_json, json_option
 
 __all__ = ["add_baselines", "add_train"]
 
@@ -54,12 +54,14 @@ def _train(args: argparse.Namespace) -> int:
 def _baselines(args: argparse.Namespace) -> int:
     """List or forget; every message shows the store's URL through ``display_url`` (the password elided), and a
     store that does not exist is an error, never created."""
-    from rb_otel.steering.baselines import BaselineStoreError, display_url, open_summary_store, scrub
+    from rb_otel.backends.baselines.errors import SummaryStoreError
+    from rb_otel.backends.baselines.opening import open_summary_store
+    from rb_otel.backends.baselines.urls import display_url, scrub
 
     shown = display_url(args.url)
     try:
         store = open_summary_store(args.url, create=False)
-    except BaselineStoreError as exc:
+    except SummaryStoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:

@@ -8,11 +8,11 @@ from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import Attributes, ChatResponse
 from rb_otel.types import FSMState, StepLogEntry
 
-__all__ = ["RunSummary"]
+__all__ = ["RunTally"]
 
 
 @dataclass(slots=True)
-class RunSummary:
+class RunTally:
     """Counts and states of one run, updated per step and per transition."""
 
     state: FSMState = FSMState.INIT

@@ -1,0 +1,58 @@
+"""The ``rb-otel`` command's entry point: the parser of every command group, rb-otel's logging, ``main``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from rb_otel.cli.pilot import add_baselines, add_train
+from rb_otel.cli.reports import add_reports
+from rb_otel.cli.runs import add_demo, add_replay_and_evaluate
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from rb_otel._version import __version__
+    from rb_otel.importers.detect import FORMATS
+
+    parser = argparse.ArgumentParser(prog="rb-otel", description="ReasonBlocks-style steering, as OpenTelemetry.")
+    parser.add_argument("--version", action="version", version=f"rb-otel {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log rb-otel's own warnings and debug output")
+    sub = parser.add_subparsers(dest="command", required=True)
+    formats = ["auto", *FORMATS]
+    add_demo(sub)
+    add_replay_and_evaluate(sub, formats)
+    add_train(sub, formats)
+    add_reports(sub)
+    add_baselines(sub)
+    return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    """rb-otel's loggers to standard error: errors, and with ``-v`` warnings and debug output too. Only rb-otel's
+    loggers: the root logger and other libraries' are left as they are, and a process that configured logging
+    itself (an application calling :func:`main`) keeps its handlers."""
+    logger = logging.getLogger("rb_otel")
+    if verbose:
+        logger.setLevel(logging.DEBUG)
+    if logging.getLogger().handlers or logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    if not verbose:
+        logger.setLevel(logging.ERROR)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C, also while waiting on an export: a line, not a traceback
+        print("interrupted; what was not exported yet is lost", file=sys.stderr)
+        return 130
+    return code

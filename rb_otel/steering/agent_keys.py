@@ -1,0 +1,48 @@
+"""Agent keys: the key an agent's baselines are kept under, its name and its model with every spelling of the
+model folded together."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+__all__ = ["agent_key", "normalise_model"]
+
+_log = logging.getLogger("rb_otel.baselines")
+
+_PROVIDER_PREFIX = re.compile(r"^[a-z0-9][a-z0-9_.\-]*:(?!\d)")  # "anthropic:", "google_genai:" (not "host:8080")
+_warned_unnamed: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def normalise_model(model: str) -> str:
+    """A model id with the spellings of one model folded together: lower case; a ``provider:`` prefix
+    (LangChain's ``init_chat_model`` form), a leading ``@``, ``models/`` and any ``vendor/`` path (LiteLLM,
+    OpenRouter, Vertex) dropped. ``"@google/Gemini-3-Pro"``, ``"google/gemini-3-pro"``,
+    ``"models/gemini-3-pro"`` and ``"google_genai:gemini-3-pro"`` are all ``"gemini-3-pro"``."""
+    text = str(model or "").strip().lower()
+    text = _PROVIDER_PREFIX.sub("", text, count=1).lstrip("@")
+    return text.rstrip("/").rsplit("/", 1)[-1]
+
+
+def agent_key(agent_name: str, model: str = "") -> str:
+    """The key an agent's baselines are kept under: its name and its normalised model, ``"name|model"``.
+
+    Runs of one agent on one model share a baseline, whichever way the model is spelled
+    (:func:`normalise_model`). An unnamed agent gets its key from the model alone, shared with every other
+    unnamed agent on that model (warned about once per model: pass ``agent_name=`` to keep them apart).
+    """
+    name = str(agent_name or "").strip()
+    model_id = normalise_model(model)
+    if not name:
+        with _warn_lock:
+            first = model_id not in _warned_unnamed
+            _warned_unnamed.add(model_id)
+        if first:
+            _log.warning(
+                "an unnamed agent on model %r: its pilot baselines are shared with every unnamed agent on that "
+                "model; pass agent_name= to give it its own",
+                model_id or "(none)",
+            )
+    return f"{name}|{model_id}"

@@ -1,0 +1,325 @@
+"""``rb-otel train``: fit the pilot to your own agent's labelled runs, measured honestly before it is written.
+
+``train(paths, labels=..., out="pilot.json")`` reads the runs (any importer format, or rb-otel's OTLP/JSON
+traces), extracts every prefix's features with the pilot's own runtime code, chooses a model family and fits it
+(:mod:`rb_otel.training.fit`), cross-validates the whole procedure by task group (:mod:`rb_otel.training.cv`),
+tests it against the same procedure on shuffled outcomes (:mod:`rb_otel.training.permutation`), chooses the
+SLOW/SKIP thresholds from the out-of-fold scores for the false-stop budget, as an upper bound
+(:mod:`rb_otel.training.thresholds`), and writes a ``pilot/2`` model file only when the report trusts the fit
+(``force=True`` writes it anyway). Needs the ``[train]`` extra (scipy); scoring with the file needs nothing more
+than rb-otel.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rb_otel._version import __version__
+from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
+from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_values
+from rb_otel.files import write_atomically
+from rb_otel.importers.labels import Labels
+from rb_otel.steering.pilot_model import FEATURES, PILOT_V2, PilotModel, TextWeights
+from rb_otel.steering.pilot_text import TEXT_VALUES
+from rb_otel.training.cv import OutOfFold, early_step, nested_out_of_fold, select
+from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset
+from rb_otel.training.features import PrefixData, extract, prior_of
+from rb_otel.training.fit import CANDIDATES, TEXT_BITS, Fitted, fit_candidate
+from rb_otel.training.permutation import PERMUTATIONS, permutation_test
+from rb_otel.training.report import Figure, TrainingReport
+from rb_otel.training.thresholds import SKIP_OFF, choose_fsm, fold_thresholds, holding_bound
+
+__all__ = ["TrainingError", "TrainingResult", "fold_thresholds", "train", "train_dataset"]
+
+
+class TrainingError(ValueError):
+    """The runs cannot be fitted (none labelled, one outcome only, scipy missing); the message says what to do."""
+
+
+@dataclass(slots=True)
+class TrainingResult:
+    model: PilotModel
+    report: TrainingReport
+    written: Path | None
+
+
+def _require_scipy() -> None:
+    try:
+        import scipy  # noqa: F401
+    except ImportError:
+        raise TrainingError("rb-otel train needs scipy: pip install 'rb-otel[train]'") from None
+
+
+def train(
+    paths: Sequence[str | Path],
+    *,
+    labels: str | Path | Labels | None = None,
+    out: str | Path | None = None,
+    max_false_stops: float = 0.01,
+    force: bool = False,
+    format: str = "auto",
+    folds: int = 5,
+    shuffles: int = 3,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    permutations: int = PERMUTATIONS,
+) -> TrainingResult:
+    """Fit, cross-validate and (when trusted, or with ``force``) write a pilot/2 model (module docstring).
+    ``permutations``: fits on shuffled outcomes for the test against chance (0 skips it: never trusted then).
+
+    Raises :class:`TrainingError` when there is nothing to fit, and
+    :class:`~rb_otel.importers.model.RecordError` for an unreadable input.
+    """
+    if not 0.0 <= max_false_stops < 1.0:
+        raise TrainingError(f"max_false_stops must be in [0, 1), got {max_false_stops!r}")
+    _require_scipy()
+    dataset = read_dataset(paths, labels=labels, format=format)
+    _checked_runs(dataset, paths)
+    return train_dataset(
+        dataset,
+        out=out,
+        max_false_stops=max_false_stops,
+        force=force,
+        folds=folds,
+        shuffles=shuffles,
+        seed=seed,
+        progress=progress,
+        permutations=permutations,
+    )
+
+
+def train_dataset(
+    dataset: Dataset,
+    *,
+    out: str | Path | None = None,
+    max_false_stops: float = 0.01,
+    force: bool = False,
+    folds: int = 5,
+    shuffles: int = 3,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    permutations: int = PERMUTATIONS,
+) -> TrainingResult:
+    """:func:`train` on runs already read (a subset of a dataset, say: ``training/half_split.py`` fits on half
+    the task groups and tests on the other half)."""
+    _require_scipy()
+    say = progress or (lambda _: None)
+    runs = _checked_runs(dataset, ["the runs"])
+    say(f"read {len(runs)} labelled runs from {dataset.files} file(s); extracting prefix features")
+    prior = prior_of(runs)
+    data = extract(runs, prior)
+    say(f"{len(data.run)} prefixes; task-grouped {folds}-fold cross-validation (the fit chosen inside each fold)")
+    oof = nested_out_of_fold(data, k=folds, seed=seed)
+    report = _report(data, oof, dataset, folds=folds, max_false_stops=max_false_stops)
+    if permutations > 0:
+        say(f"{permutations} fits on shuffled outcomes (the test against chance)")
+        real = report.last_step[0].auroc
+        report.permutation = permutation_test(data, oof.folds, oof.chosen, real, permutations=permutations, seed=seed)
+    say("file-order sensitivity and the final fit")
+    report.order_sensitivity = _order_sensitivity(runs, prior, oof, shuffles=shuffles, seed=seed)
+    candidate, _ = select(data, range(len(runs)), seed=seed)
+    fitted = fit_candidate(data, range(len(runs)), candidate)
+    report.final_candidate = candidate.name
+    report.check(early_step([len(r.steps) for r in runs]), fitted.constant)
+    if report.permutation is None:
+        report.warnings.append("no test against chance was run (permutations=0): the fit cannot be trusted")
+    probabilities = _per_run(data, oof.logits)
+    fsm = choose_fsm(
+        [p for p, r in zip(probabilities, runs, strict=True) if not r.failed],
+        probabilities,
+        max_false_stops=max_false_stops,
+        failing=[p for p, r in zip(probabilities, runs, strict=True) if r.failed],
+        z=report.bound_strictness,  # None: no bound kept the budget on the cross-fitted folds, SKIP off
+    )
+    report.skip_on = fsm["skip_threshold"] < SKIP_OFF
+    model = _model(fitted, prior, fsm, runs, dataset, report, max_false_stops)
+    written = None
+    if out is not None and (report.trusted or force):
+        written = _write(Path(out), model)
+    return TrainingResult(model, report, written)
+
+
+def _checked_runs(dataset: Dataset, paths: Sequence[str | Path]) -> list[LabelledRun]:
+    where = ", ".join(map(str, paths))
+    if not dataset.runs:
+        raise TrainingError(
+            f"{where}: no labelled runs ({dataset.unlabelled} without an outcome); pass --labels FILE (SWE-bench "
+            "results.json, mini-swe-agent results_summary.json, or {run_id: true|false})"
+        )
+    outcomes = Counter(r.failed for r in dataset.runs)
+    if len(outcomes) < 2:
+        only = "failed" if True in outcomes else "succeeded"
+        raise TrainingError(f"{where}: all {len(dataset.runs)} labelled runs {only}; a fit needs both outcomes")
+    return dataset.runs
+
+
+def _sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
+
+
+def _per_run(data: PrefixData, logits: NDArray[np.float64]) -> list[list[float]]:
+    p = _sigmoid(logits)
+    return [p[data.run == i].tolist() for i in range(len(data.runs))]
+
+
+def _traces(
+    runs: Sequence[LabelledRun], scores: Sequence[Sequence[float]], states: Sequence[Sequence[str]]
+) -> list[RunTrace]:
+    out = []
+    for run, s, st in zip(runs, scores, states, strict=True):
+        chars = np.cumsum([len(x.thought or "") + len(x.action_input or "") for x in run.steps]).tolist()
+        out.append(RunTrace(run.failed, s, chars, run.prompt_tokens, run.tokens, st))
+    return out
+
+
+def _report(
+    data: PrefixData, oof: OutOfFold, dataset: Dataset, *, folds: int, max_false_stops: float
+) -> TrainingReport:
+    runs = data.runs
+    probabilities = _per_run(data, oof.logits)
+    strictness, states = holding_bound(runs, probabilities, oof.folds, max_false_stops)
+    traces = _traces(runs, probabilities, states)
+    y = [r.failed for r in runs]
+    groups = [r.group for r in runs]
+    repeated = len(set(groups)) < len(groups)
+
+    def figure(name: str, values: Sequence[float], baseline: bool = False) -> Figure:
+        """A figure of the fit, or of a baseline oriented on the training side; its interval the wider of a
+        bootstrap over groups and the per-fold spread."""
+        sign, oriented = 1, np.asarray(values, dtype=np.float64)
+        if baseline:
+            oriented, sign = oriented_values(y, oriented, oof.folds)
+        value = auroc(y, oriented)
+        low, high = auroc_interval(y, oriented.tolist(), groups if repeated else None, resamples=500)
+        per_fold = tuple(_fold_auroc(y, oriented, oof.folds, f) for f in range(folds))
+        known = [a for a in per_fold if not math.isnan(a)]
+        if len(known) > 1:
+            half = 1.96 * float(np.std(known, ddof=1)) / math.sqrt(len(known))
+            low, high = min(low, value - half), max(high, value + half)
+        return Figure(name, value, low, high, len(runs), baseline, sign, per_fold)
+
+    agents: dict[str, dict[str, int]] = defaultdict(lambda: {"runs": 0, "failed": 0})
+    for r in runs:
+        agents[r.agent]["runs"] += 1
+        agents[r.agent]["failed"] += int(r.failed)
+    return TrainingReport(
+        runs=len(runs),
+        failed=sum(y),
+        groups=len(set(groups)),
+        agents=dict(agents),
+        sources=dict(Counter(r.source for r in runs)),
+        folds=folds,
+        chosen=oof.chosen,
+        last_step=[
+            figure("fit, score at the last step", [p[-1] for p in probabilities]),
+            figure("characters written", [t.chars[-1] for t in traces], baseline=True),
+            figure("steps", [len(r.steps) for r in runs], baseline=True),
+        ],
+        early=early_warning(traces, folds=oof.folds.tolist()),
+        stopping=[
+            stopping(traces, f"stop at the first SKIP (max false stops {max_false_stops:.1%})", at_first_state("SKIP")),
+            stopping(traces, "stop at the first SLOW", at_first_state("SLOW")),
+        ],
+        order_sensitivity=[],
+        problems=[str(p) for p in dataset.problems],
+        unlabelled=dataset.unlabelled,
+        skip_on=strictness is not None,
+        bound_strictness=strictness,
+    )
+
+
+def _fold_auroc(y: Sequence[bool], values: NDArray[np.float64], folds: NDArray[np.int64], fold: int) -> float:
+    held = folds == fold
+    return auroc(np.asarray(y, dtype=bool)[held], values[held])
+
+
+def _order_sensitivity(
+    runs: list[LabelledRun], prior: dict[str, float], oof: OutOfFold, *, shuffles: int, seed: int
+) -> list[float]:
+    """The pooled last-step AUROC again with the runs in shuffled orders (each fold's family kept)."""
+    out = []
+    by_name = {c.name: c for c in CANDIDATES}
+    for s in range(shuffles):
+        order = np.random.default_rng(seed + 1000 + s).permutation(len(runs))
+        shuffled = [runs[i] for i in order]
+        data = extract(shuffled, prior)
+        folds = oof.folds[order]
+        logits = np.full(len(data.run), np.nan)
+        for f, name in enumerate(oof.chosen):
+            train_runs = np.flatnonzero(folds != f).tolist()
+            model = fit_candidate(data, train_runs, by_name[name])
+            held = data.rows_of(np.flatnonzero(folds == f).tolist())
+            logits[held] = model.logits(data)[held]
+        last = [logits[data.run == i][-1] for i in range(len(shuffled))]
+        out.append(auroc([r.failed for r in shuffled], last))
+    return out
+
+
+def _model(  # noqa: PLR0917 - what the model file records, each from its own step of train()
+    fitted: Fitted,
+    prior: dict[str, float],
+    fsm: dict[str, float],
+    runs: Sequence[LabelledRun],
+    dataset: Dataset,
+    report: TrainingReport,
+    max_false_stops: float,
+) -> PilotModel:
+    text = None
+    value = fitted.candidate.text_value
+    if value is not None and fitted.text:
+        assert value in TEXT_VALUES
+        text = TextWeights(TEXT_BITS, value, fitted.text)
+    failed = sum(r.failed for r in runs)
+    trained = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "rb_otel": __version__,
+        "agents": dict(Counter(r.agent for r in runs)),
+        "runs": len(runs),
+        "failed": failed,
+        "failure_rate": round(failed / len(runs), 4),
+        "task_groups": len({r.group for r in runs}),
+        "sources": dict(Counter(r.source for r in runs)),
+        "files": dataset.files,
+        "family": fitted.candidate.name,
+        "text_tokens": "tool names, shell programs, argument keys, exit codes, error classes, observation words",
+        "text_buckets": len(fitted.text),
+        "cross_validation": {
+            "auroc_last_step": report.last_step[0].auroc,
+            "baselines_last_step": {f.name: f.auroc for f in report.last_step[1:]},
+            "early_warning": [r.as_dict() for r in report.early],
+            "stopping": [s.as_dict() for s in report.stopping],
+        },
+        "trusted": report.trusted,
+        "warnings": report.warnings,
+        "permutation_test": report.permutation.as_dict() if report.permutation is not None else None,
+    }
+    return PilotModel(
+        intercept=fitted.intercept,
+        weights=tuple(float(w) for w in fitted.dense),
+        prior=prior,
+        fsm=fsm,
+        version=PILOT_V2,
+        features=FEATURES,
+        text=text,
+        trained=trained,
+        skip={
+            "max_false_stops": max_false_stops,
+            "threshold": fsm["skip_threshold"],
+            "window": fsm["skip_window"],
+            "on": float(fsm["skip_threshold"] < SKIP_OFF),  # 0.0: SKIP off (no threshold held the bound usefully)
+        },
+    )
+
+
+def _write(path: Path, model: PilotModel) -> Path:
+    import json
+
+    return write_atomically(path, json.dumps(model.as_dict(), indent=1) + "\n")

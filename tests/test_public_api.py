@@ -230,3 +230,24 @@ def test_importing_rb_otel_never_imports_the_engine_or_a_framework() -> None:
     code = f"import sys, rb_otel; rb_otel.ReasonBlocks; print(sorted({loaded} & {heavy}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_three_lists_of_public_names_agree() -> None:
+    # __all__ and the TYPE_CHECKING imports stay literal (type checkers and linters read them statically); _LAZY is
+    # the one that is used at run time, and the other two are checked against it here
+    import ast
+    from pathlib import Path
+
+    import rb_otel
+
+    tree = ast.parse(Path(rb_otel.__file__).read_text(encoding="utf-8"))
+    typed = {
+        alias.asname or alias.name: node.module
+        for block in tree.body
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert typed == rb_otel._LAZY  # the type checkers' view is the runtime's, name for name and module for module
+    assert sorted(rb_otel.__all__) == sorted(["__version__", *rb_otel._LAZY])

@@ -141,6 +141,7 @@ def _outage_workers(url: str, stop: Path, n: int) -> list[subprocess.Popen[str]]
     return [_worker(url, *args) for _ in range(n)]
 
 
+@pytest.mark.serial  # counts the runs finished in a fixed time: measured alone, not beside other workers
 @pytest.mark.real
 def test_redis_stopped_mid_run_fails_open_and_recovers_without_a_restart(
     redis_server: RedisServer, tmp_path: Path

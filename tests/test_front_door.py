@@ -71,6 +71,7 @@ def test_a_dead_otlp_endpoint_is_a_bounded_wait_an_honest_summary_and_exit_1(tmp
     assert again.returncode == 1 and "dropped" in again.stderr
 
 
+@pytest.mark.serial  # signals: a pytest-xdist worker can hand its child a signal mask with SIGINT blocked
 def test_ctrl_c_while_waiting_on_the_export_is_one_line(tmp_path: Path) -> None:
     source = _steplog(tmp_path / "run.jsonl")
     env = _dead_endpoint_env(OTEL_EXPORTER_OTLP_TIMEOUT="20")

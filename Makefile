@@ -40,7 +40,7 @@ unit: $(STAMP)
 	if [ $$rc -eq 5 ]; then echo "pytest collected no serial tests"; fi; exit $$rc
 
 ## pilot1-weights: reproduce the shipped pilot/1 weights from tests/fixtures/signal (research/pilot1_weights.py); writes
-## rb_otel/steering/pilot_weights.json and research/pilot_report.json (out-of-sample figures). Your own pilot: rb-otel train
+## rb_otel/steering/pilot/pilot_weights.json and research/pilot_report.json (out-of-sample figures). Your own pilot: rb-otel train
 pilot1-weights: $(STAMP)
 	$(BIN)/python research/pilot1_weights.py
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _thoughts import thoughts
 
 from rb_otel.backends.pilot import PilotScorer
-from rb_otel.steering.scorers import ScorerStep
+from rb_otel.steering.scoring import ScorerStep
 
 
 def main() -> int:

@@ -25,7 +25,7 @@ from rb_otel.facade.reasonblocks import ReasonBlocks
 from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.fsm import DifficultyFSM
-from rb_otel.steering.scorers import text_scorer_name
+from rb_otel.steering.scoring import text_scorer_name
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.types import FSMState, RunFields

@@ -82,10 +82,9 @@ class ReasonBlocksConfig:
         changed = [name for name, default in _INERT.items() if getattr(self, name) != default]
         if changed:
             deprecated(
-                f"ReasonBlocksConfig({', '.join(changed)}=...) does nothing (reserved by ReasonBlocks' configuration)"
-                " and",
+                f"ReasonBlocksConfig({', '.join(changed)}=...)",
+                because="does nothing (reserved by ReasonBlocks' configuration)",
                 advice="remove it",
-                stacklevel=4,
             )
 
     @property

@@ -1,7 +1,7 @@
 """The value types shared by every layer of rb_otel.
 
 Field names and spellings follow ReasonBlocks so that a step log written by either library reads the same
-(spec: ``reasonblocks.md`` sections 1.7, 4.1, 6.2 and 9). This module imports only the standard library.
+(docs/reference.md, "Steps and states"). This module imports only the standard library.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Train the pilot scorer from the labelled runs in ``tests/fixtures/signal`` and report how well it transfers.
 
-    python research/pilot1_weights.py [--data tests/fixtures/signal] [--out rb_otel/steering/pilot_weights.json]
+    python research/pilot1_weights.py [--data tests/fixtures/signal] [--out rb_otel/steering/pilot/pilot_weights.json]
 
 (``make pilot1-weights``.) The shipped pilot/1 is this script's; every other pilot is ``rb-otel train``'s
 (the library's one trainer), which this script shares its importers, features, FSM and figures with.
@@ -43,8 +43,8 @@ from rb_otel.importers.labels import load_labels  # noqa: E402
 from rb_otel.importers.model import ImportProblem  # noqa: E402
 from rb_otel.importers.replay import READERS  # noqa: E402
 from rb_otel.steering.fsm import DifficultyFSM  # noqa: E402
-from rb_otel.steering.pilot import _HEDGES, FEATURES_V1, PILOT_NAME, RELATIVE_AFTER, PilotModel, PilotRun  # noqa: E402
-from rb_otel.steering.scorers import ScorerStep  # noqa: E402
+from rb_otel.steering.pilot.run import _HEDGES, FEATURES_V1, PILOT_NAME, RELATIVE_AFTER, PilotModel, PilotRun  # noqa: E402
+from rb_otel.steering.scoring import ScorerStep  # noqa: E402
 
 # The shipped pilot/1 reads the first ten features; `rb-otel train` fits pilot/2 models on all of them.
 FEATURES = FEATURES_V1
@@ -341,7 +341,7 @@ def cross_validate(runs: list[Run], k: int = 5) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(ROOT / "tests" / "fixtures" / "signal"))
-    parser.add_argument("--out", default=str(ROOT / "rb_otel" / "steering" / "pilot_weights.json"))
+    parser.add_argument("--out", default=str(ROOT / "rb_otel" / "steering" / "pilot" / "pilot_weights.json"))
     parser.add_argument("--report", default=str(ROOT / "research" / "pilot_report.json"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

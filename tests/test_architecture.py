@@ -340,8 +340,8 @@ CORE_FORBIDDEN_ATTRIBUTES = {
 }
 #: The core's declared exceptions, each for a reason docs/architecture.md gives: the shipped data files it reads
 #: with importlib.resources, the model file a caller names, and the one name it resolves in the runtime.
-CORE_FILE_READS = {"rb_otel.steering.pilot_model": 1}
-CORE_RUNTIME_SEAMS = {"rb_otel.steering.scorers": 1}
+CORE_FILE_READS = {"rb_otel.steering.pilot.model": 1}
+CORE_RUNTIME_SEAMS = {"rb_otel.steering.scoring.scorers": 1}
 
 
 def _core_modules() -> Iterator[tuple[str, ast.AST]]:
@@ -375,7 +375,83 @@ def test_the_core_starts_no_thread_reads_no_environment_and_opens_nothing() -> N
 
 
 def test_the_core_names_the_runtime_only_through_its_declared_seam() -> None:
-    from rb_otel.steering import scorers
+    from rb_otel.steering.scoring import scorers
 
     module, _, name = scorers.FLEET_PILOT.partition(":")
     assert module.startswith("rb_otel.backends.") and name == "PilotScorer"
+
+
+# -- the facade without satellites (docs/architecture.md, "House rules") -----------------------------------------
+
+
+def test_no_private_module_is_imported_from_another_package() -> None:
+    # a module whose name starts with "_" is its package's own: only modules of that package import it
+    crossing = [
+        f"{imp.module}:{imp.line} imports {imp.target}"
+        for imp in IMPORTS
+        if imp.target in MODULES
+        and any(part.startswith("_") and part != "__init__" for part in imp.target.split(".")[1:])
+        and imp.target != "rb_otel._version"
+        and _package_of(imp.module) != imp.target.rpartition(".")[0]
+    ]
+    assert crossing == []
+
+
+def _package_of(module: str) -> str:
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+#: What an ``__init__.py`` may hold: its docstring, imports, and names bound to data or to a helper's result
+#: (``__all__``, a moved-names table, ``__getattr__ = moved_names(...)``); never a function, class or control flow.
+INIT_STATEMENTS = (ast.Expr, ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign)
+
+
+def test_no_logic_in_init_files() -> None:
+    logic = [
+        f"{module}:{node.lineno} {type(node).__name__}"
+        for module, path in MODULES.items()
+        if path.name == "__init__.py"
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if not isinstance(node, INIT_STATEMENTS) or any(isinstance(n, ast.Lambda) for n in ast.walk(node))
+    ]
+    assert logic == []
+
+
+def test_every_module_says_its_job_in_a_one_line_summary() -> None:
+    # a docstring whose first sentence is the module's own: no module without one, no two with the same summary
+    summaries: dict[str, str] = {}
+    problems = []
+    for module, path in MODULES.items():
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        summary = doc.split("\n\n", 1)[0].strip()
+        if not summary:
+            problems.append(f"{module}: no docstring")
+        elif summary in summaries and not summary.startswith("Deprecated path"):
+            problems.append(f"{module}: the same summary as {summaries[summary]}")
+        summaries.setdefault(summary, module)
+    assert problems == []
+
+
+def test_deprecations_go_through_the_one_helper() -> None:
+    # DeprecationWarning is raised only by rb_otel/deprecation.py (message, removal version, the user's line)
+    elsewhere = [
+        f"{module}:{node.lineno}"
+        for module, path in MODULES.items()
+        if module != "rb_otel.deprecation"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Name) and node.id in ("DeprecationWarning", "PendingDeprecationWarning")
+    ]
+    assert elsewhere == []
+
+
+def test_code_cites_the_projects_own_docs_not_an_outside_spec() -> None:
+    import re
+
+    citation = re.compile(r"\bspec(?:ification)?\s+(?:section\s+|§\s*)?\d", re.IGNORECASE)
+    cited = [
+        f"{module}:{n}: {line.strip()}"
+        for module, path in MODULES.items()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if citation.search(line)
+    ]
+    assert cited == []

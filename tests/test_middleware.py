@@ -25,7 +25,7 @@ from pydantic import Field
 
 from rb_otel import ReasonBlocks
 from rb_otel.integrations.langchain._messages import _dump
-from rb_otel.integrations.langchain._support import steered_system_message
+from rb_otel.integrations.langchain._model_step import steered_system_message
 from rb_otel.integrations.langchain.state import add_steps
 from rb_otel.steering import DifficultyFSM, SteeringSession, TraceStateManager
 from rb_otel.testing import ScriptedChatModel, tool_call

@@ -230,3 +230,34 @@ def test_a_real_fit_is_trusted(tau2_runs: list[LabelledRun]) -> Any:
     report = result.report
     assert report.trusted, report.table()
     assert report.permutation is not None and report.permutation.p_value < 0.05
+
+
+def test_permutations_in_worker_processes_match_the_ones_in_turn_with_one_blas_thread_each(
+    tau2_runs: list[LabelledRun],
+) -> None:
+    # the parallel path is the plain one, run elsewhere: the same null, permutation for permutation; and each worker
+    # keeps to one BLAS thread (the workers share the cores out; their own BLAS threads oversubscribed them)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from rb_otel.training.cv import grouped_folds
+    from rb_otel.training.features import extract, prior_of
+    from rb_otel.training.fit import CANDIDATES
+    from rb_otel.training.permutation import _one_blas_thread, permutation_test
+
+    runs = _subset(tau2_runs, 120, 3)
+    data = extract(runs, prior_of(runs))
+    folds = grouped_folds([r.group for r in runs], 3, 0)
+    chosen = [CANDIDATES[0].name] * 3
+    in_turn = permutation_test(data, folds, chosen, 0.6, permutations=4, seed=2, workers=1)
+    in_workers = permutation_test(data, folds, chosen, 0.6, permutations=4, seed=2, workers=2)
+    assert in_workers.null == in_turn.null and len(set(in_turn.null)) > 1
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"), initializer=_one_blas_thread) as pool:
+        assert set(pool.submit(_blas_threads).result(timeout=60)) == {1}
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]

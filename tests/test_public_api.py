@@ -232,22 +232,13 @@ def test_importing_rb_otel_never_imports_the_engine_or_a_framework() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_the_three_lists_of_public_names_agree() -> None:
-    # __all__ and the TYPE_CHECKING imports stay literal (type checkers and linters read them statically); _LAZY is
-    # the one that is used at run time, and the other two are checked against it here
-    import ast
-    from pathlib import Path
+def test_the_public_names_are_listed_once() -> None:
+    # the stub is the one list: type checkers read it, the package loads each name from it, __all__ is its names
+    from rb_otel.lazy_names import names_in_stub
 
-    import rb_otel
-
-    tree = ast.parse(Path(rb_otel.__file__).read_text(encoding="utf-8"))
-    typed = {
-        alias.asname or alias.name: node.module
-        for block in tree.body
-        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
-        for node in block.body
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
-    }
-    assert typed == rb_otel._LAZY  # the type checkers' view is the runtime's, name for name and module for module
-    assert sorted(rb_otel.__all__) == sorted(["__version__", *rb_otel._LAZY])
+    stub = Path(rb_otel.__file__).with_suffix(".pyi")
+    homes = names_in_stub(stub, "rb_otel")
+    assert rb_otel.__all__ == sorted(homes) and "__version__" in homes
+    assert "_LAZY" not in vars(rb_otel) and "TYPE_CHECKING" not in Path(rb_otel.__file__).read_text(encoding="utf-8")
+    for name, module in homes.items():
+        assert getattr(rb_otel, name) is getattr(__import__(module, fromlist=[name]), name)

@@ -91,7 +91,7 @@ def _baselines(args: argparse.Namespace) -> int:
 def _baseline_table(url: str, agents: Sequence[Any]) -> list[str]:
     import time
 
-    from rb_otel.steering.baselines import RELATIVE_AFTER
+    from rb_otel.steering.pilot.baselines import RELATIVE_AFTER
 
     lines = [f"{url}: {len(agents)} agent(s)"]
     if not agents:

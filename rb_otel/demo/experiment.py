@@ -2,7 +2,7 @@
 
 The model is scripted, and says so: it loops on the struggling scenario's reasoning until its system message
 carries ``[REASONBLOCKS]`` guidance, then answers two calls later. The on arm also runs ``TokenSavingMiddleware``
-(with thresholds small enough for the demo's short tool outputs), as the spec suggests: companions go in the on
+(with thresholds small enough for the demo's short tool outputs), as docs/experiments.md says: companions go in the on
 arm only. So the experiment shows the pipeline end to end (assignment,
 the off arm's passthrough, the telemetry, the report); the effect size is the script's, not a measurement.
 """

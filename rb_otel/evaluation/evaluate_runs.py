@@ -36,7 +36,7 @@ from rb_otel.importers.detect import input_files
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
 from rb_otel.importers.replay import replay
-from rb_otel.steering.scorers import Scorer, resolve_scorer
+from rb_otel.steering.scoring import Scorer, resolve_scorer
 from rb_otel.telemetry.silent import silent_providers
 from rb_otel.types import FSMState
 

@@ -9,9 +9,10 @@ imports its framework only when called.
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from rb_otel.deprecation import deprecated
 
 if TYPE_CHECKING:
     from rb_otel.integrations.langchain.chat_model import SteeredChatModel
@@ -42,10 +43,9 @@ class AdapterMethods:
         **metadata: Any,
     ) -> SteeringSession:
         """Deprecated: :meth:`anthropic_loop` makes the session and runs the loop in one call."""
-        warnings.warn(
-            "rb.claude_messages_session() + run_messages_agent_loop(session=...) is now rb.anthropic_loop(client, ...)",
-            DeprecationWarning,
-            stacklevel=2,
+        deprecated(
+            "rb.claude_messages_session() + run_messages_agent_loop(session=...)",
+            instead="rb.anthropic_loop(client, ...) (it makes the session and runs the loop)",
         )
         return self._anthropic_session(run_id, agent_name, task, model, metadata)
 

@@ -4,11 +4,11 @@ previous release's argument names, still accepted with a ``DeprecationWarning``.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rb_otel.deprecation import deprecated
 from rb_otel.steering.monitors.profiles import resolve_weights
 
 __all__ = ["DEFAULT_STEERING_BUDGET_S", "Legacy", "check_arguments", "resolve_legacy", "warn_ignored"]
@@ -49,10 +49,6 @@ class Legacy:
     telemetry_enabled: bool
 
 
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"ReasonBlocks({old}) is deprecated: use {new}", DeprecationWarning, stacklevel=4)
-
-
 def resolve_legacy(
     score_fn: Callable[[str], float] | None,
     scorer: Any,
@@ -66,15 +62,22 @@ def resolve_legacy(
             raise TypeError("score_fn must be callable")
         if scorer not in (None, "heuristic"):
             raise ValueError("pass score_fn (deprecated) or scorer, not both")
-        _deprecated("score_fn=fn", "scorer=fn (a fn(thought) -> float is a text scorer)")
-        from rb_otel.steering.scorers import text_scorer
+        deprecated("ReasonBlocks(score_fn=fn)", instead="scorer=fn (a fn(thought) -> float is a text scorer)")
+        from rb_otel.steering.scoring import text_scorer
 
         scorer = text_scorer(score_fn)
     if live_streaming_enabled is not None:
-        _deprecated("live_streaming_enabled=...", "telemetry_enabled=... (it switches all of rb-otel's telemetry)")
+        deprecated(
+            "ReasonBlocks(live_streaming_enabled=...)",
+            instead="telemetry_enabled=... (it switches all of rb-otel's telemetry)",
+        )
         telemetry_enabled = bool(live_streaming_enabled) and telemetry_enabled
     if monitor_names is not None:
-        _deprecated("monitor_names=...", "nothing: it never had an effect (the task profile chooses the monitors)")
+        deprecated(
+            "ReasonBlocks(monitor_names=...)",
+            because="never had an effect (the task profile chooses the monitors)",
+            advice="remove it",
+        )
     return Legacy(scorer, telemetry_enabled)
 
 

@@ -25,7 +25,7 @@ from rb_otel.steering.etraces.store import PatternStore
 from rb_otel.steering.injections import BaseInjection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
 from rb_otel.steering.routing import parse_model_routing, routing_ids
-from rb_otel.steering.scorers import Scorer
+from rb_otel.steering.scoring import Scorer
 from rb_otel.steering.scoring import score_step as _score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager

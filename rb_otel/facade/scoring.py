@@ -12,8 +12,7 @@ from rb_otel.backends.baselines.cache import BaselineCache
 from rb_otel.backends.pilot import PilotScorer
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.pilot import pilot_fsm_thresholds
-from rb_otel.steering.scorers import HeuristicScorer, Scorer, resolve_scorer, text_scorer_name
-from rb_otel.steering.scoring import score_step
+from rb_otel.steering.scoring import HeuristicScorer, Scorer, resolve_scorer, score_step, text_scorer_name
 
 __all__ = ["Scoring", "resolve_scoring"]
 

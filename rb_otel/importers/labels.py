@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rb_otel.importers.formats._common import load_json
+from rb_otel.importers.formats.records import load_json
 from rb_otel.importers.model import RecordError
 
 __all__ = ["Labels", "load_labels"]

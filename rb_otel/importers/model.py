@@ -6,8 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rb_otel.steering.scorers import ScorerStep
-from rb_otel.steering.step_scoring import scorer_step
+from rb_otel.steering.scoring import ScorerStep, scorer_step
 from rb_otel.telemetry.attributes import AttributeValue
 from rb_otel.types import StepLogEntry
 

@@ -33,8 +33,7 @@ from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, Re
 from rb_otel.steering.agent_keys import agent_key
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
-from rb_otel.steering.scorers import HeuristicScorer, Scorer, resolve_scorer
-from rb_otel.steering.scoring import score_step
+from rb_otel.steering.scoring import HeuristicScorer, Scorer, resolve_scorer, score_step
 from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.telemetry import ChatResponse, MeterProvider, RunInfo, RunRecorder, Telemetry, TracerProvider
@@ -84,7 +83,7 @@ def replay(
     """Import ``path`` (a file, or a directory: every file in it, in name order) and replay every run in it;
     one :class:`ReplayResult` per top-level run.
 
-    ``scorer`` (``"heuristic"``, ``"pilot"``, a :class:`~rb_otel.steering.scorers.Scorer` or a callable)
+    ``scorer`` (``"heuristic"``, ``"pilot"``, a :class:`~rb_otel.steering.scoring.Scorer` or a callable)
     implies ``rescore``; one scorer serves every run of the call, so the pilot's per-agent baselines learn from
     the earlier runs of each agent in file order (pass the same ``Scorer`` object to several calls to go on
     learning). ``labels`` (a path or :class:`~rb_otel.importers.labels.Labels`) sets each matching run's

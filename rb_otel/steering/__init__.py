@@ -20,7 +20,7 @@ from rb_otel.steering.injections import (
 from rb_otel.steering.memo import clear_caches
 from rb_otel.steering.monitors import LocalMonitorBackend, MonitorBackend
 from rb_otel.steering.rendering import render_pattern, system_blocks
-from rb_otel.steering.scoring import score_step
+from rb_otel.steering.scoring.heuristic import score_step
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
 

@@ -95,7 +95,6 @@ class _MethodsOnly(StepEmitter):
             deprecated(
                 "the monitor_scores()/run_risk() emitter hook",
                 instead="subclass rb_otel.steering.StepEmitter: step(monitor_scores=...) and run_finish(risk=...)",
-                stacklevel=4,
             )
 
     def _hook(self, name: str) -> Callable[..., None] | None:

@@ -1,7 +1,8 @@
-"""The difficulty FSM (spec section 4): INIT -> NORMAL <-> FAST / SLOW -> SKIP, with hysteresis exits.
+"""The difficulty FSM (docs/steering.md, "The FSM"): INIT -> NORMAL <-> FAST / SLOW -> SKIP, with hysteresis exits.
 
-Comparisons are strict ([C2]); windows are the trailing entries of the whole scored history, including scores
-recorded in earlier states. The FSM never returns ``END`` and never reads tokens or monitor signals.
+Comparisons are strict (docs/steering.md, "Choices where ReasonBlocks leaves them open", "FSM boundaries"); windows are
+the trailing entries of the whole scored history, including scores recorded in earlier states. The FSM never returns
+``END`` and never reads tokens or monitor signals.
 """
 
 from __future__ import annotations

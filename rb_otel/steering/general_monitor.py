@@ -1,7 +1,7 @@
 """The general monitor's five rules (docs/experiments.md, "GeneralMonitorMiddleware", "v1 rule-firing pack"), over the
 steps of a run so far.
 
-The spec names the rules and leaves their logic and hint texts to us ([U]); ours, in priority order:
+ReasonBlocks names the rules and leaves their logic and hint texts open; ours, in priority order:
 
 1. ``semantic_loop``: the last three steps repeat one (action, input), or their thoughts (five content words
    or more) are near copies.

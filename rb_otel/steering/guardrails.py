@@ -25,7 +25,7 @@ class MonitorGuardrails:
     """Per-run cap, per-state cooldown and duplicate suppression for monitor injections.
 
     An injection is allowed when fewer than ``max_per_run`` were queued, its text differs from the last queued
-    one, and there was no earlier injection or ``step - last_step >= cooldown(state)`` ([P]: "every N steps").
+    one, and there was no earlier injection or ``step - last_step >= cooldown(state)`` (docs/steering.md, "cooldown").
     """
 
     __slots__ = ("last_step", "last_text", "max_per_run", "queued")
@@ -53,7 +53,8 @@ def e1_gate_open(
     monitors_configured: bool,
     composite_threshold: float = DEFAULT_E1_GATE_COMPOSITE,
 ) -> bool:
-    """Whether E1 may query this step ([C8]: unconditional only when no monitor injection is configured).
+    """Whether E1 may query this step: unconditionally only when no monitor injection is configured
+    (docs/steering.md, "E1 gate backward compatibility").
 
     ``history[-1]`` is the current evaluation; the two before it are the lookback.
     """

@@ -89,7 +89,8 @@ class MonitorSteeringInjection(BaseInjection):
         self.guardrails = MonitorGuardrails(max_per_run)
 
     def evaluate(self, ctx: StepContext) -> MonitorEvaluation:
-        """Run the backend; a failure is logged and read as an empty evaluation ([C8])."""
+        """Run the backend; a failure is logged and read as an empty evaluation (docs/steering.md, "E1 gate
+        backward compatibility")."""
         request = MonitorRequest(
             model=ctx.model,
             task_profile=ctx.task_profile,
@@ -147,7 +148,8 @@ class _RetrievalInjection(BaseInjection):
         query = self.query(ctx)
         if query is None:
             return []
-        self.calls += 1  # the cap counts calls, even ones that return nothing or fail ([C10])
+        # the cap counts calls, even ones that return nothing or fail (docs/steering.md, "E-trace query")
+        self.calls += 1
         try:
             traces = self.store.retrieve(query)
         except Exception as exc:

@@ -1,10 +1,10 @@
 """Rendering of guidance: ``render_pattern`` per model family and the system-message blocks (docs/steering.md,
 "E-traces"; docs/steering.md, "Routing and the [REASONBLOCKS] block").
 
-Our format ([P]): a heading per tier, then the pattern's fields in a stable order (``title``, ``guidance``,
-``situation``, ``dead_ends``, ``unlock``, then the rest sorted). Claude models (``claude*``, ``anthropic:*``)
-get XML-style tags, which Anthropic recommends for structured prompt content; every other model gets
-markdown bullets.
+Our format (docs/steering.md, "Choices where ReasonBlocks leaves them open"): a heading per tier, then the pattern's
+fields in a stable order (``title``, ``guidance``, ``situation``, ``dead_ends``, ``unlock``, then the rest sorted).
+Claude models (``claude*``, ``anthropic:*``) get XML-style tags, which Anthropic recommends for structured prompt
+content; every other model gets markdown bullets.
 """
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.guidance import FAST_SKIPPED_REASON, GuidancePipeline, render_guidance
 from rb_otel.steering.injections import BaseInjection, StepContext
 from rb_otel.steering.routing import parse_model_routing
-from rb_otel.steering.scorers import RunScorer, Scorer
-from rb_otel.steering.scoring import score_step
+from rb_otel.steering.scoring.heuristic import score_step
+from rb_otel.steering.scoring.scorers import RunScorer, Scorer
+from rb_otel.steering.scoring.steps import StepScoring, preview
 from rb_otel.steering.state import TraceStateManager
-from rb_otel.steering.step_scoring import StepScoring, preview
 from rb_otel.types import (
     FIRST_CALL_PREVIEW,
     OBSERVATION_CHARS,
@@ -49,7 +49,7 @@ class SteeringSession:
     ``step_budget_s`` bounds the time remote backends may take per step (they fail open once it is spent).
     ``score_fn`` (default: ReasonBlocks' ``score_step``) maps a thought to a difficulty in [0, 1]: a non-finite
     result counts as 0.5 and an out-of-range one is clamped (both logged); a non-number raises ``TypeError``.
-    ``scorer`` (``"heuristic"``, ``"pilot"``, a :class:`~rb_otel.steering.scorers.Scorer` or a callable) replaces
+    ``scorer`` (``"heuristic"``, ``"pilot"``, a :class:`~rb_otel.steering.scoring.Scorer` or a callable) replaces
     ``score_fn`` with one that sees the whole step and the run so far; ``agent`` keys the scorer's per-agent
     baseline (the pilot's). With ``fsm=None`` the FSM is the scorer's preset for this run (``fsm_thresholds()`` on
     its run scorer), else ReasonBlocks' defaults. The scorer's run risk is reported to the emitter at the end

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
-from rb_otel.steering.scoring import score_step
+from rb_otel.steering.scoring.heuristic import score_step
 from rb_otel.steering.text import STOPWORDS
 
 __all__ = [

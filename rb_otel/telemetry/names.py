@@ -1,7 +1,7 @@
 """Every span, attribute, event and metric name rb_otel emits: the public telemetry contract.
 
 Dashboards, alert rules, collector configs and users' queries depend on these strings, so they live here and
-nowhere else (``../shared/spec/telemetry.md``). Renaming one is a breaking change: list it in CHANGELOG.md.
+nowhere else (docs/telemetry.md lists them). Renaming one is a breaking change: list it in CHANGELOG.md.
 Standard GenAI names are copied from the OpenTelemetry semantic conventions (the semconv package keeps them in
 a private ``_incubating`` module).
 """

@@ -1,7 +1,7 @@
 """Labelled runs for ``rb-otel train``: any importer's format (or rb-otel's own OTLP/JSON traces), with outcomes.
 
-Each run becomes the steps a live step scorer would have seen (:func:`~rb_otel.steering.step_scoring.scorer_step`,
-the same views and cuts), keyed by its agent (:func:`~rb_otel.steering.baselines.agent_key`) and grouped by task
+Each run becomes the steps a live step scorer would have seen (:func:`~rb_otel.steering.scoring.steps.scorer_step`,
+the same views and cuts), keyed by its agent (:func:`~rb_otel.steering.pilot.baselines.agent_key`) and grouped by task
 (or user scenario), so folds keep a task's runs together.
 
 **The training view is the live view.** A live LangChain run scores a turn when the next model call starts, on the
@@ -27,7 +27,7 @@ from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.importers.replay import READERS
 from rb_otel.steering.agent_keys import agent_key
-from rb_otel.steering.scorer_protocol import ScorerStep
+from rb_otel.steering.scoring import ScorerStep
 
 __all__ = ["Dataset", "LabelledRun", "failed_of", "grouped", "read_dataset", "task_family"]
 

@@ -1,10 +1,10 @@
 """Prefix features for fitting: one row per scored step of every run, from the pilot's own runtime code.
 
 Every row is what :meth:`~rb_otel.steering.pilot.PilotRun.observe` returns live after that step: the features of
-:data:`~rb_otel.steering.pilot_model.FEATURES` (each agent's baseline learned from its earlier runs, in file
+:data:`~rb_otel.steering.pilot.model.FEATURES` (each agent's baseline learned from its earlier runs, in file
 order, label-free, as a live deployment learns it) and the step's text tokens. The text matrix holds, per row,
 each bucket's value over the prefix so far (``text_value``), the plain definition of what
-:class:`~rb_otel.steering.pilot_text.TextScore` keeps incrementally live.
+:class:`~rb_otel.steering.pilot.text.TextScore` keeps incrementally live.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rb_otel.backends.baselines.cache import BaselineCache
-from rb_otel.steering.baselines import MAX_RUNS, RATES
-from rb_otel.steering.pilot import PilotRun
-from rb_otel.steering.pilot_model import FEATURES, PilotModel
-from rb_otel.steering.pilot_text import bucket, text_value
+from rb_otel.steering.pilot import FEATURES, PilotModel, PilotRun
+from rb_otel.steering.pilot.baselines import MAX_RUNS, RATES
+from rb_otel.steering.pilot.text import bucket, text_value
 from rb_otel.training.dataset import LabelledRun
 
 __all__ = ["PrefixData", "extract", "prior_of"]

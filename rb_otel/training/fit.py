@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from rb_otel.steering.pilot_model import FEATURES, SIGNED_FEATURES
+from rb_otel.steering.pilot.model import FEATURES, SIGNED_FEATURES
 from rb_otel.training.features import PrefixData
 from rb_otel.training.logistic import fit as fit_logistic
 

@@ -27,8 +27,8 @@ from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, st
 from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_values
 from rb_otel.files import write_atomically
 from rb_otel.importers.labels import Labels
-from rb_otel.steering.pilot_model import FEATURES, PILOT_V2, PilotModel, TextWeights
-from rb_otel.steering.pilot_text import TEXT_VALUES
+from rb_otel.steering.pilot import FEATURES, PILOT_V2, PilotModel, TextWeights
+from rb_otel.steering.pilot.text import TEXT_VALUES
 from rb_otel.training.cv import OutOfFold, early_step, nested_out_of_fold, select
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset
 from rb_otel.training.features import PrefixData, extract, prior_of

@@ -1,5 +1,5 @@
-"""``BaselineCache``: the pilot's view of a :class:`~rb_otel.steering.baselines.SummaryStore`, off the step's path
-(the runtime side of the core's :class:`~rb_otel.steering.baselines.BaselineSource`: threads, exit hooks, fork
+"""``BaselineCache``: the pilot's view of a :class:`~rb_otel.steering.pilot.baselines.SummaryStore`, off the step's path
+(the runtime side of the core's :class:`~rb_otel.steering.pilot.baselines.BaselineSource`: threads, exit hooks, fork
 handling and the environment are here, not in the core).
 
 A run reads its agent's baseline once, when it starts (:meth:`BaselineCache.get`), and hands its summary over
@@ -38,7 +38,7 @@ from rb_otel import process_exit
 from rb_otel.backends.baselines.opening import open_summary_store
 from rb_otel.backends.baselines.urls import scrub
 from rb_otel.deprecation import deprecated
-from rb_otel.steering.baselines import (
+from rb_otel.steering.pilot.baselines import (
     EMPTY_BASELINE,
     MAX_AGENTS,
     AgentBaseline,
@@ -70,7 +70,7 @@ class BaselineCache:
 
     ``store``: a :class:`SummaryStore`, a URL (``memory://``, ``sqlite:///path.db`` or a plain path, ``redis://``)
     or ``None`` (``RB_OTEL_PILOT_BASELINES``, else in memory). A bad URL raises
-    :class:`~rb_otel.steering.baselines.BaselineCacheError` here, at construction; nothing after that raises.
+    :class:`~rb_otel.steering.pilot.baselines.BaselineCacheError` here, at construction; nothing after that raises.
     ``on_event(kind, count)`` is told of every failure and drop (the facade counts them as
     ``rb.baselines.errors`` / ``rb.baselines.dropped``); more listeners with :meth:`add_listener`.
     ``save_every`` is accepted for code written for the previous release and ignored (deprecated).

@@ -10,7 +10,7 @@ from typing import Any
 
 from rb_otel.backends.baselines.errors import SummaryStoreError
 from rb_otel.backends.baselines.urls import display_url, scheme_of, scrub
-from rb_otel.steering.baselines import MAX_AGENTS, MemorySummaryStore, SummaryStore
+from rb_otel.steering.pilot.baselines import MAX_AGENTS, MemorySummaryStore, SummaryStore
 
 __all__ = ["ENTRY_POINT_GROUP", "open_summary_store"]
 

@@ -1,9 +1,9 @@
 """The Redis baseline store: workers on several machines share one Redis (the ``[redis]`` extra).
 
 Per agent, a list of run summaries (``RPUSH`` then ``LTRIM`` to the newest
-:data:`~rb_otel.steering.baselines.MAX_RUNS`, with the run count and the agent index), so writers on any number
+:data:`~rb_otel.steering.pilot.baselines.MAX_RUNS`, with the run count and the agent index), so writers on any number
 of machines only ever append; the agent index is a sorted set scored by the newest run's time, beyond
-:data:`~rb_otel.steering.baselines.MAX_AGENTS` the least recently recorded agents are dropped. Keys live under a
+:data:`~rb_otel.steering.pilot.baselines.MAX_AGENTS` the least recently recorded agents are dropped. Keys live under a
 prefix (``rb-otel:baselines:``; ``?prefix=`` in the URL changes it).
 
 A run is recorded once: one Lua script per agent checks each summary's run id against the agent's recent ids (a
@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 from rb_otel.backends.baselines.errors import StoreUnavailable, SummaryStoreError
 from rb_otel.backends.baselines.rows import StoredRows
 from rb_otel.backends.baselines.urls import display_url, encoded_credentials, scrub
-from rb_otel.steering.baselines import MAX_AGENTS, MAX_RUNS, AgentInfo, AgentRuns, RunSummary
+from rb_otel.steering.pilot.baselines import MAX_AGENTS, MAX_RUNS, AgentInfo, AgentRuns, RunSummary
 
 try:
     import redis
@@ -81,7 +81,7 @@ def open_store(url: str, *, max_agents: int = MAX_AGENTS) -> RedisSummaryStore:
 
 
 class RedisSummaryStore:
-    """A :class:`~rb_otel.steering.baselines.SummaryStore` in Redis (see the module docstring)."""
+    """A :class:`~rb_otel.steering.pilot.baselines.SummaryStore` in Redis (see the module docstring)."""
 
     def __init__(self, url: str, *, max_agents: int = MAX_AGENTS, connect_timeout: float = 0.2) -> None:
         self.url = display_url(url)

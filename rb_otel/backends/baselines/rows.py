@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from rb_otel.steering.baselines import RunSummary
+from rb_otel.steering.pilot import RunSummary
 
 __all__ = ["StoredRows"]
 

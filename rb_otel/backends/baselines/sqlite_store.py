@@ -2,8 +2,8 @@
 
 One row per finished run (an append, in a ``BEGIN IMMEDIATE`` transaction, so concurrent writers never lose each
 other's runs), WAL journal (readers never wait for a writer; a crashed writer loses nothing it committed), each
-agent trimmed to its newest :data:`~rb_otel.steering.baselines.MAX_RUNS` runs, the store to
-:data:`~rb_otel.steering.baselines.MAX_AGENTS` agents (the least recently recorded dropped). Connections are per
+agent trimmed to its newest :data:`~rb_otel.steering.pilot.baselines.MAX_RUNS` runs, the store to
+:data:`~rb_otel.steering.pilot.baselines.MAX_AGENTS` agents (the least recently recorded dropped). Connections are per
 thread and per process (a forked worker opens its own).
 
 URL: ``sqlite:///abs/path.db`` (the path is everything after ``sqlite://``) or a plain path. A path holding a
@@ -28,7 +28,16 @@ from typing import Any
 
 from rb_otel.backends.baselines.errors import StoreUnavailable, SummaryStoreError
 from rb_otel.backends.baselines.rows import StoredRows
-from rb_otel.steering.baselines import COLUMNS, MAX_AGENTS, MAX_RUNS, RATES, AgentInfo, AgentRuns, RunSummary, agent_key
+from rb_otel.steering.pilot.baselines import (
+    COLUMNS,
+    MAX_AGENTS,
+    MAX_RUNS,
+    RATES,
+    AgentInfo,
+    AgentRuns,
+    RunSummary,
+    agent_key,
+)
 
 __all__ = ["FORMAT", "SqliteSummaryStore", "open_store"]
 
@@ -67,9 +76,9 @@ def open_store(url: str, *, max_agents: int = MAX_AGENTS, create: bool = True) -
 
 
 class SqliteSummaryStore:
-    """A :class:`~rb_otel.steering.baselines.SummaryStore` in one SQLite file (see the module docstring).
+    """A :class:`~rb_otel.steering.pilot.baselines.SummaryStore` in one SQLite file (see the module docstring).
 
-    Raises :class:`~rb_otel.steering.baselines.SummaryStoreError` at construction for a file that is not a
+    Raises :class:`~rb_otel.steering.pilot.baselines.SummaryStoreError` at construction for a file that is not a
     baseline store (naming the file and what it holds), a folder that does not exist, a database written by
     another format, or (``create=False``) a file that does not exist. Nothing is written to a file before it is
     known to be a baseline store or empty: another application's database is refused byte for byte unchanged.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rb_otel.importers.formats._common import as_int, dump, json_lines
+from rb_otel.importers.formats.records import as_int, dump, json_lines
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem
 from rb_otel.telemetry import names as n
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.request import pathname2url
 
-from rb_otel.importers.formats._common import iso_seconds, observation
+from rb_otel.importers.formats.records import iso_seconds, observation
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.attributes import AttributeValue

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rb_otel.importers.formats._common import as_int, load_json, observation, text
+from rb_otel.importers.formats.records import as_int, load_json, observation, text
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 

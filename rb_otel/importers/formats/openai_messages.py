@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rb_otel.importers.formats._common import load_json, text
-from rb_otel.importers.formats._common import observation as kept_observation
+from rb_otel.importers.formats.records import load_json, text
+from rb_otel.importers.formats.records import observation as kept_observation
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rb_otel.importers.formats._common import json_lines, load_json
+from rb_otel.importers.formats.records import json_lines, load_json
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 from rb_otel.types import StepLogEntry

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rb_otel.importers.formats._common import iso_seconds, load_json
 from rb_otel.importers.formats.openai_messages import steps_from_messages
+from rb_otel.importers.formats.records import iso_seconds, load_json
 from rb_otel.importers.formats.tau_bench import reward_outcome
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.telemetry import names as n

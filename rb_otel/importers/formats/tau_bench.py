@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from rb_otel.importers.formats._common import load_json
 from rb_otel.importers.formats.openai_messages import steps_from_messages
+from rb_otel.importers.formats.records import load_json
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 

@@ -1,6 +1,7 @@
 """``run_messages_agent_loop``: a tool-using agent loop on the Anthropic Messages API, steered turn by turn.
 
-Spec 1.11. Without a session it is a plain loop. With one (``rb.claude_messages_session(...)``), every turn:
+docs/frameworks.md, "Anthropic Messages API". Without a session it is a plain loop. With one (``rb.anthropic_loop``
+makes it), every turn:
 the last assistant text (thinking blocks included) is the thought -> ``begin_step`` -> the ``[REASONBLOCKS]``
 block is added to ``system`` when something fired (a separate, uncached block after the cached base, as the
 LangChain middleware sends it) -> the routed model, ``provider:`` prefix stripped -> ``client.messages.create``

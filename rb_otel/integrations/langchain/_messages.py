@@ -81,7 +81,8 @@ def reasoning_text(message: BaseMessage) -> str:
 
 
 def last_turn(messages: Sequence[BaseMessage]) -> LastTurn:
-    """Read the newest non-empty AIMessage text (``""`` if none) and the newest ToolMessage ([C29]). A message with
+    """Read the newest non-empty AIMessage text (``""`` if none) and the newest ToolMessage (docs/steering.md,
+    "Choices where ReasonBlocks leaves them open", "first call and the thought"). A message with
     no text blocks but reasoning blocks (``thinking``/``reasoning``) has that reasoning as its text."""
     thought = ""
     action = action_input = observation = None

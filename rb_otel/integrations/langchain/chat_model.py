@@ -30,7 +30,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from rb_otel.types import StepLogEntry
 
 from ._guard import guard
-from ._support import StepCall, reply_of
+from ._model_step import StepCall, reply_of
 from .middleware import ReasonBlocksMiddleware
 from .runs import AgentRun
 

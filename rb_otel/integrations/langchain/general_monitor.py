@@ -18,8 +18,8 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.runtime import Runtime
 
+from rb_otel.integrations.langchain._graph_context import node_run_id
 from rb_otel.integrations.langchain._guard import guard
-from rb_otel.integrations.langchain._support import node_run_id
 from rb_otel.integrations.langchain.notes import HintGiven
 from rb_otel.integrations.langchain.token_saving import build_steps_from_messages
 from rb_otel.steering.checks import check_int

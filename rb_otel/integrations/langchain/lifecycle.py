@@ -15,9 +15,9 @@ from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
 from rb_otel.types import ExperimentArm, FSMState, RunFields
 
+from ._graph_context import node_run_id, thread_id_of_config
 from ._guard import guard
 from ._messages import identify_model
-from ._support import node_run_id, thread_id_of_config
 from .peers import warn_if_instrumented_twice
 from .resume import record_early_tools, replay, restore_log, resumable
 from .runs import AgentRun, RunRegistry

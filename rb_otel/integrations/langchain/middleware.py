@@ -40,8 +40,9 @@ from rb_otel.telemetry import ChatInvocation
 from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.types import RUN_FIELD_NAMES, ExperimentArm, FSMState, RunFields, StepDecision, StepLogEntry
 
+from ._graph_context import node_run_id
 from ._guard import STEERED, ModelCall, guard
-from ._support import ModelResult, StepCall, begin_model_step, node_run_id, reply_of, steered_system_message
+from ._model_step import ModelResult, StepCall, begin_model_step, reply_of, steered_system_message
 from .lifecycle import RunTracker
 from .model_calls import record_model_call
 from .notes import HintGiven, TokensSaved
@@ -144,7 +145,8 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return len(self._tracker.runs)
 
     def mark_failure(self, reason: str = "failure") -> None:
-        """Replace the ``success`` outcome of the most recent run (before it finishes, see spec [C1])."""
+        """Replace the ``success`` outcome of the most recent run, before it finishes (docs/steering.md,
+        "`mark_failure` timing")."""
         run = self._tracker.runs.latest
         if run is None or run.recorder.finished:
             _log.warning("mark_failure(%r) came after the run finished; call it inside `with mw:`", reason)

@@ -22,7 +22,7 @@ from rb_otel.types import StepLogEntry
 
 from ._guard import EarlyTool
 from ._messages import chat_response
-from ._support import begin_model_step
+from ._model_step import begin_model_step
 from .runs import AgentRun
 from .tool_calls import OpenTool
 

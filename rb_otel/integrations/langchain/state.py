@@ -16,7 +16,7 @@ from langgraph.types import Command
 
 from rb_otel.types import StepLogEntry
 
-from ._support import ModelResult
+from ._model_step import ModelResult
 from .middleware import ReasonBlocksMiddleware
 from .runs import AgentRun
 

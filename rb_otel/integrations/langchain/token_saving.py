@@ -24,9 +24,9 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.runtime import Runtime
 
+from rb_otel.integrations.langchain._graph_context import node_run_id
 from rb_otel.integrations.langchain._guard import guard
 from rb_otel.integrations.langchain._messages import message_text
-from rb_otel.integrations.langchain._support import node_run_id
 from rb_otel.integrations.langchain.notes import TokensSaved
 from rb_otel.steering.checks import check_int, check_number
 from rb_otel.steering.memo import BoundedMemo

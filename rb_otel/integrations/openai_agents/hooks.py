@@ -1,9 +1,9 @@
 """``ReasonBlocksRunHooks``: the OpenAI Agents SDK's ``RunHooks``, recording each run as rb-otel telemetry.
 
-Lifecycle (docs/frameworks.md, "Other frameworks"): ``on_agent_start`` opens the run (its ``invoke_agent`` span; a
+Lifecycle (docs/frameworks.md, "OpenAI Agents SDK"): ``on_agent_start`` opens the run (its ``invoke_agent`` span; a
 handoff's next agent joins
 it); ``on_llm_start`` / ``on_llm_end`` are one ``chat`` span and one step, whose tokens are the whole response's
-(the spec gives them to the first tool call after the response and 0 to the later ones; here they sit on the
+(ReasonBlocks gives them to the first tool call after the response and 0 to the later ones; here they sit on the
 response's own step, whose ``tool_calls`` list those tools: the same run total); ``on_tool_start`` /
 ``on_tool_end`` are an ``execute_tool`` span (the result cut to 8,000 characters, recorded only with content
 capture on); ``on_agent_end`` ends the run with ``success``. Used as a context manager, an exception escaping

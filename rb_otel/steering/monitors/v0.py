@@ -4,7 +4,8 @@
 (``step_index, action, action_input, thought, observation, is_error``); :func:`v0_signals` is usable directly as
 a ``signals_fn``. Where ReasonBlocks is open we chose (docs/steering.md, "Choices where ReasonBlocks leaves them open"):
 
-* ``streak``: "identical" means the same action name and the same input; a run below 2 scores 0.0 ([C5]).
+* ``streak``: "identical" means the same action name and the same input; a run below 2 scores 0.0
+  (docs/steering.md, "`streak` on a short run").
 * ``edit_revert``: the last three edits are compared, whatever their paths; an edit's path is its input's
   ``path``/``file_path``/``file`` key or its first path-like token; an "error observation" is ``is_error`` or
   error words in the observation of any step between the two edits.

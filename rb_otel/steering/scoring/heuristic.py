@@ -1,7 +1,7 @@
-"""The difficulty heuristic: four weighted text signals squashed by a sigmoid (spec section 3).
+"""The difficulty heuristic: four weighted text signals squashed by a sigmoid (docs/steering.md, "Scoring").
 
-Our choices where ReasonBlocks leaves them open (docs/steering.md, "Choices where ReasonBlocks leaves them open")
-([U]/[P]), kept deliberately simple and linear in text length:
+Our choices where ReasonBlocks leaves them open (docs/steering.md, "Choices where ReasonBlocks leaves them open"),
+kept deliberately simple and linear in text length:
 
 * The text is lower-cased; words are whitespace-separated tokens with surrounding punctuation stripped
   (so ``auth.py`` is one word and ``can't`` one word).

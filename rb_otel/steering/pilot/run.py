@@ -1,17 +1,18 @@
-"""The pilot: a small offline scorer whose score is a calibrated probability that the run is failing.
+"""One run through the pilot: :class:`PilotRun` turns each step into the pilot's features and its probability
+that the run is failing.
 
 Every agent has its own normal (a customer-service agent that takes 30 turns is ordinary; a coding agent that
 takes 30 is not), so the pilot scores how far the current run has drifted from *this agent's* earlier runs, as
 the run goes, from the steps so far only (never look-ahead):
 
-* an :class:`~rb_otel.steering.baselines.AgentBaseline` per agent (bounded, label-free, learned from the
+* an :class:`~rb_otel.steering.pilot.baselines.AgentBaseline` per agent (bounded, label-free, learned from the
   agent's finished runs and kept in a store a fleet can share, reached through a
-  :class:`~rb_otel.steering.baselines.BaselineSource`) keeps what
+  :class:`~rb_otel.steering.pilot.baselines.BaselineSource`) keeps what
   a normal run looks like: its length in steps, characters, tokens, hedges and errors, its error, repetition and
   hedging rates;
 * a run's :class:`PilotRun` keeps O(1) prefix aggregates and, at each step, turns them into the features in
-  :data:`~rb_otel.steering.pilot_model.FEATURES` relative to that baseline; a fitted model (``rb-otel train``,
-  pilot/2) also reads hashed tokens of what the agent did and saw (:mod:`rb_otel.steering.pilot_text`); a
+  :data:`~rb_otel.steering.pilot.model.FEATURES` relative to that baseline; a fitted model (``rb-otel train``,
+  pilot/2) also reads hashed tokens of what the agent did and saw (:mod:`rb_otel.steering.pilot.text`); a
   logistic model maps them to a probability.
 
 Before an agent has finished a run its baseline is the model's prior (a typical agent of its training data),
@@ -28,8 +29,7 @@ import uuid
 from collections import deque
 from itertools import islice
 
-from rb_otel.deprecation import moved_names
-from rb_otel.steering.baselines import (
+from rb_otel.steering.pilot.baselines import (
     MAY_BE_UNKNOWN,
     RELATIVE_AFTER,
     TOTALS,
@@ -37,7 +37,7 @@ from rb_otel.steering.baselines import (
     BaselineSource,
     RunSummary,
 )
-from rb_otel.steering.pilot_model import (
+from rb_otel.steering.pilot.model import (
     FEATURES,
     FEATURES_V1,
     PILOT_NAME,
@@ -46,8 +46,8 @@ from rb_otel.steering.pilot_model import (
     TextWeights,
     sigmoid,
 )
-from rb_otel.steering.pilot_text import TextScore, step_tokens
-from rb_otel.steering.scorer_protocol import ScorerStep
+from rb_otel.steering.pilot.text import TextScore, step_tokens
+from rb_otel.steering.scoring.protocol import ScorerStep
 from rb_otel.steering.text import bounded_view
 
 __all__ = [
@@ -64,15 +64,6 @@ __all__ = [
     "TextWeights",
     "pilot_fsm_thresholds",
 ]
-
-#: Names that moved out of the pure core in this release: the scorer that owns a fleet's baseline cache.
-__getattr__ = moved_names(
-    __name__,
-    {
-        "PilotScorer": "rb_otel.backends.pilot:PilotScorer",
-        "BaselineStore": "rb_otel.backends.baselines.cache:BaselineCache",
-    },
-)
 
 #: Characters of a thought (its head and its tail) the hedging count reads; the length is counted whole.
 THOUGHT_VIEW = (2000, 2000)

@@ -1,15 +1,14 @@
-"""Small helpers of the LangChain middleware: reading responses and configs, context tokens, cached blocks."""
+"""One model call's step in the LangChain middleware: begun from the conversation, the steered system message sent,
+the reply read back, and what the call carries from before the model to after it."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
-from langgraph.config import get_config
 
 from rb_otel.integrations.langchain._messages import last_turn
 from rb_otel.steering.memo import IdentityMemo
@@ -22,16 +21,15 @@ __all__ = [
     "ModelResult",
     "StepCall",
     "begin_model_step",
-    "node_run_id",
     "reply_of",
     "steered_system_message",
-    "thread_id_of_config",
 ]
 
 ModelResult = ModelResponse | AIMessage | ExtendedModelResponse
 
 
 def reply_of(response: ModelResult) -> AIMessage | None:
+    """The model's reply in what the call returned (``None`` when it holds no AIMessage)."""
     if isinstance(response, AIMessage):
         return response
     if isinstance(response, ExtendedModelResponse):
@@ -102,22 +100,3 @@ def begin_model_step(session: SteeringSession, messages: Sequence[Any], model_id
         reasoning=turn.reasoning,
         tokens=turn.tokens,
     )
-
-
-def node_run_id() -> uuid.UUID | None:
-    try:
-        callbacks = get_config().get("callbacks")
-    except RuntimeError:  # not inside a runnable
-        return None
-    parent = getattr(callbacks, "parent_run_id", None)
-    return parent if isinstance(parent, uuid.UUID) else None
-
-
-def thread_id_of_config() -> str:
-    """The LangGraph ``thread_id`` of the current run (``""`` without a checkpointer thread)."""
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:
-        return ""
-    thread = configurable.get("thread_id")
-    return str(thread) if thread else ""

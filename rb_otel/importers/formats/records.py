@@ -1,4 +1,5 @@
-"""Helpers shared by the readers."""
+"""What every format reader shares: JSON and JSON-lines files read with located errors, and the coercions of a
+record's fields (text, integers, timestamps, a kept view of an observation)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,51 @@
+"""The pilot: an offline scorer whose score is a calibrated probability that the run is failing.
+
+A run's features against its agent's baseline (``run``: :class:`PilotRun`), the model file that weighs them
+(``model``: :class:`PilotModel`), the hashed text tokens a fitted model also reads (``text``), and the per-agent
+baselines it compares with (``baselines``: the value types, the :class:`SummaryStore` protocol and the in-memory
+store). The scorer that keeps a fleet's baselines in a shared store is runtime machinery:
+:class:`rb_otel.backends.pilot.PilotScorer`.
+"""
+
+from rb_otel.deprecation import moved_names
+from rb_otel.steering.pilot.baselines import (
+    AgentBaseline,
+    BaselineSource,
+    MemorySummaryStore,
+    RunSummary,
+    SummaryStore,
+)
+from rb_otel.steering.pilot.model import FEATURES, FEATURES_V1, PILOT_NAME, PILOT_V2, PilotModel, TextWeights
+from rb_otel.steering.pilot.run import THOUGHT_VIEW, PilotRun, StepView, pilot_fsm_thresholds
+from rb_otel.steering.pilot.text import TextScore, step_tokens
+
+__all__ = [
+    "FEATURES",
+    "FEATURES_V1",
+    "PILOT_NAME",
+    "PILOT_V2",
+    "THOUGHT_VIEW",
+    "AgentBaseline",
+    "BaselineSource",
+    "MemorySummaryStore",
+    "PilotModel",
+    "PilotRun",
+    "RunSummary",
+    "StepView",
+    "SummaryStore",
+    "TextScore",
+    "TextWeights",
+    "pilot_fsm_thresholds",
+    "step_tokens",
+]
+
+#: This package was the pilot's module: the fleet's scorer and cache moved to the runtime, its other names are in
+#: ``run`` now.
+__getattr__ = moved_names(
+    __name__,
+    {
+        "PilotScorer": "rb_otel.backends.pilot:PilotScorer",
+        "BaselineStore": "rb_otel.backends.baselines.cache:BaselineCache",
+    },
+    rest_in="rb_otel.steering.pilot.run",
+)

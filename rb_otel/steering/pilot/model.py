@@ -1,0 +1,203 @@
+"""The pilot's model file: logistic weights over the pilot's features, the prior baseline and the FSM preset.
+
+Two versions load:
+
+* ``pilot/1`` (the shipped ``pilot_weights.json``): weights over the ten agent-relative features of
+  :data:`FEATURES_V1`, trained by ``make pilot1-weights`` (``research/pilot1_weights.py``) on the development data;
+* ``pilot/2`` (what ``rb-otel train`` writes for one agent): weights over :data:`FEATURES` (the same ten and
+  three "beyond normal" size features) plus hashed text tokens (:mod:`rb_otel.steering.pilot.text`), fixed
+  SLOW/SKIP thresholds chosen from the fit's own out-of-fold scores, and ``trained``: what it was trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rb_otel.steering.pilot.text import TEXT_VALUES
+
+__all__ = [
+    "FEATURES",
+    "FEATURES_V1",
+    "MODEL_FORMAT",
+    "PILOT_NAME",
+    "PILOT_V2",
+    "SIGNED_FEATURES",
+    "PilotModel",
+    "TextWeights",
+]
+
+#: ``rb.scorer`` of the shipped model (the version changes when the features or their meaning change).
+PILOT_NAME = "pilot/1"
+#: ``rb.scorer`` of a model fitted by ``rb-otel train``.
+PILOT_V2 = "pilot/2"
+#: The ``format`` of a pilot/2 file.
+MODEL_FORMAT = "rb-otel pilot model/2"
+
+#: The shipped model's inputs, in order. Each is computed from the run's steps so far and the agent's baseline.
+FEATURES_V1: tuple[str, ...] = (
+    "overrun_steps",  # share of the agent's normal runs that had already ended by this step
+    "overrun_chars",  # the same for the characters written so far (thoughts and action inputs)
+    "overrun_context",  # share of the agent's normal runs whose largest call (tokens) was smaller (else: chars)
+    "overrun_hedges",  # ... that had ended with fewer hedging words than this run has written so far
+    "overrun_errors",  # ... that had ended with fewer error results than this run has had so far
+    "verbosity",  # log characters per step, minus the agent's normal
+    "error_excess",  # share of steps whose result was an error, minus the agent's normal (shrunk early on)
+    "repeat_excess",  # share of actions repeating one of the last five, minus the agent's normal
+    "hedging_excess",  # hedging words per word of thought, minus the agent's normal
+    "recent_errors",  # share of the last three steps that were errors
+)
+#: Every size and rate feature the pilot computes: the shipped ten; unbounded where those saturate at 1, how far
+#: beyond the agent's median run this one already is (log ratio, 0 below it: what stops the longest runs); and
+#: how fast its context grows (log tokens per step, minus the agent's normal: what warns early).
+FEATURES: tuple[str, ...] = (
+    *FEATURES_V1,
+    "beyond_steps",
+    "beyond_chars",
+    "beyond_context",
+    "context_rate",
+    # The same-prefix size signals themselves (log1p of the steps so far, the characters written so far, the largest
+    # call so far in tokens, else the characters): what a fit must at least match, in whichever direction it
+    # points, so their weights have either sign (``rb-otel train``; docs/signal.md, "Never below a size baseline").
+    "size_steps",
+    "size_chars",
+    "size_context",
+)
+#: The features whose weight may be negative in a fit (the others: "more than normal is never evidence of health").
+SIGNED_FEATURES: frozenset[str] = frozenset({"size_steps", "size_chars", "size_context"})
+
+
+@dataclass(frozen=True, slots=True)
+class TextWeights:
+    """Weights of hashed text buckets: ``value`` says how a bucket's count becomes its feature."""
+
+    bits: int
+    value: str
+    weights: Mapping[int, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "bits": self.bits,
+            "value": self.value,
+            "weights": {str(b): round(w, 6) for b, w in sorted(self.weights.items())},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PilotModel:
+    """Logistic weights over ``features`` (a subsequence of :data:`FEATURES`) and, optionally, text buckets;
+    the prior baseline of an agent with no finished runs; the FSM preset."""
+
+    intercept: float
+    weights: tuple[float, ...]
+    prior: Mapping[str, float]
+    fsm: Mapping[str, float]
+    version: str = PILOT_NAME
+    features: tuple[str, ...] = FEATURES_V1
+    text: TextWeights | None = None
+    trained: Mapping[str, Any] = field(default_factory=dict)
+    skip: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.weights) != len(self.features):
+            raise ValueError(f"{len(self.weights)} weights for {len(self.features)} features")
+        unknown = [f for f in self.features if f not in FEATURES]
+        if unknown:
+            raise ValueError(f"unknown feature(s) {', '.join(unknown)}")
+
+    @property
+    def columns(self) -> tuple[int, ...]:
+        """Where each of ``features`` is in :data:`FEATURES`."""
+        return tuple(FEATURES.index(f) for f in self.features)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "pilot weights") -> PilotModel:
+        """A model from its JSON mapping; ``ValueError`` naming ``source`` and the problem otherwise."""
+        try:
+            version = str(data.get("version", PILOT_NAME))
+            features = tuple(str(f) for f in data.get("features", FEATURES_V1))
+            weights = data["weights"]
+            dense = weights.get("dense", weights) if version != PILOT_NAME else weights
+            missing = [f for f in features if f not in dense]
+            if missing:
+                raise ValueError(f"missing weight(s) {', '.join(missing)}")
+            text = weights.get("text") if version != PILOT_NAME else None
+            return cls(
+                intercept=float(data["intercept"]),
+                weights=tuple(float(dense[f]) for f in features),
+                prior={k: float(v) for k, v in data["prior"].items()},
+                fsm={k: float(v) for k, v in data.get("fsm", {}).items()},
+                version=version,
+                features=features,
+                text=None if text is None else _text_weights(text),
+                trained=dict(data.get("trained", {})),
+                skip={k: float(v) for k, v in data.get("skip", {}).items()},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{source}: not a pilot model ({exc})") from None
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> PilotModel:
+        """The shipped model, or the one in ``path`` (``rb-otel train``'s JSON, or ``make pilot1-weights``')."""
+        if path is None:
+            text = resources.files("rb_otel.steering.pilot").joinpath("pilot_weights.json").read_text(encoding="utf-8")
+            return cls.from_mapping(json.loads(text), source="rb_otel/steering/pilot/pilot_weights.json")
+        try:
+            raw = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot read the pilot model ({exc.strerror or exc})") from None
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: not a pilot model (the top level is not an object)")
+        return cls.from_mapping(data, source=str(path))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON mapping ``from_mapping`` reads back (a pilot/2 file when the model has text or metadata)."""
+        dense = {f: round(w, 9) for f, w in zip(self.features, self.weights, strict=True)}
+        out: dict[str, Any] = {"version": self.version}
+        if self.version != PILOT_NAME:
+            out["format"] = MODEL_FORMAT
+        out["trained"] = dict(self.trained)
+        out["features"] = list(self.features)
+        out["intercept"] = round(self.intercept, 9)
+        out["weights"] = {"dense": dense, **({"text": self.text.as_dict()} if self.text else {})}
+        out["prior"] = {k: round(v, 6) for k, v in self.prior.items()}
+        out["fsm"] = dict(self.fsm)
+        out["skip"] = dict(self.skip)
+        return out
+
+    def logit(self, dense: Sequence[float], text: float = 0.0) -> float:
+        """The model's log-odds for the features ``dense`` (all of :data:`FEATURES`, in order) and the text
+        contribution ``text``."""
+        return self.intercept + text + sum(w * dense[c] for w, c in zip(self.weights, self.columns, strict=True))
+
+    def probability(self, features: Sequence[float]) -> float:
+        """The probability for ``features`` given in the order of ``self.features`` (no text)."""
+        z = self.intercept + sum(w * f for w, f in zip(self.weights, features, strict=True))
+        return sigmoid(z)
+
+
+def sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+def _text_weights(data: Mapping[str, Any]) -> TextWeights:
+    bits = int(data["bits"])
+    value = str(data["value"])
+    if not 4 <= bits <= 24 or value not in TEXT_VALUES:
+        raise ValueError(f"text weights: bits {bits} (4-24) and value {value!r} ({' or '.join(TEXT_VALUES)})")
+    weights = {int(b): float(w) for b, w in data["weights"].items()}
+    if any(not 0 <= b < (1 << bits) for b in weights):
+        raise ValueError(f"text weights: a bucket outside 0..{(1 << bits) - 1}")
+    return TextWeights(bits, value, weights)

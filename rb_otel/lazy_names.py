@@ -45,7 +45,15 @@ def stub_face(package: str, init_file: str, fallback: Callable[[str], Any] | Non
     """``(__getattr__, __dir__, __all__)`` for ``package`` from the stub beside its ``__init__.py``: a public name
     is imported from its module on first use and kept in the package; any other name goes to ``fallback`` (names
     that moved, which warn) or is an ``AttributeError``."""
-    homes = names_in_stub(Path(init_file).with_suffix(".pyi"), package)
+    stub = Path(init_file).with_suffix(".pyi")
+    try:
+        homes = names_in_stub(stub, package)
+    except FileNotFoundError:
+        raise ImportError(
+            f"{stub} is missing: {package}'s public names are listed there (reinstall the package, or include the "
+            "file when bundling it)",
+            name=package,
+        ) from None
     public = sorted(homes)
 
     def __getattr__(name: str) -> Any:

@@ -157,6 +157,13 @@ def test_a_stub_face_loads_each_name_on_first_use_and_hands_the_rest_to_its_fall
             sys.modules.pop(name, None)
 
 
+def test_a_missing_stub_is_a_clear_import_error(tmp_path: Path) -> None:
+    from rb_otel.lazy_names import stub_face
+
+    with pytest.raises(ImportError, match=r"__init__\.pyi is missing: probe's public names are listed there"):
+        stub_face("probe", str(tmp_path / "__init__.py"))
+
+
 def test_the_public_face_is_the_stubs_names_and_type_checkers_read_the_same_file() -> None:
     stub = Path(rb_otel.__file__).with_suffix(".pyi")
     assert sorted(names_in_stub(stub, "rb_otel")) == rb_otel.__all__ == dir(rb_otel)

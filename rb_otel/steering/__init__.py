@@ -1,9 +1,12 @@
 """The steering engine, pure: scoring, the FSM, trace state, monitors, E-traces, rendering and
 ``SteeringSession``, the pipeline for one run that every adapter drives.
 
-Nothing in this package imports LangChain or OpenTelemetry. Most code builds with :class:`rb_otel.ReasonBlocks`;
-these are the parts, for your own agent loop (``SteeringSession``) and your own monitors, pattern stores and
-injections.
+Its parts: :mod:`~rb_otel.steering.scoring` (the heuristic, the scorers, the judge), :mod:`~rb_otel.steering.pilot`
+(the pilot and its per-agent baselines), :mod:`~rb_otel.steering.monitors`, :mod:`~rb_otel.steering.etraces`, and
+beside them the session and its emitter interface, the FSM, the guidance pipeline (injections, guardrails,
+rendering) and routing. Nothing in this package imports LangChain or OpenTelemetry, starts a thread or reads the
+environment (docs/architecture.md, "The pure core"). Most code builds with :class:`rb_otel.ReasonBlocks`; these are
+the parts, for your own agent loop (``SteeringSession``) and your own monitors, pattern stores and injections.
 """
 
 from rb_otel.steering.etraces import HashingEmbeddings, InMemoryPatternStore, Pattern, PatternStore

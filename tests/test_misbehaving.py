@@ -174,6 +174,7 @@ def _worker(url: str, *args: str) -> subprocess.Popen[str]:
     return _python("fleet_worker.py", url, *args)
 
 
+@pytest.mark.serial  # a time bound (150 ms a run start): measured alone, not beside other workers on two cores
 def test_a_redis_that_never_answers_costs_one_run_start(silent: _Silent) -> None:
     proc = _worker(f"redis://127.0.0.1:{silent.port}/0", "--runs", "20", "--fresh-agents", "--no-close")
     out, err = proc.communicate(timeout=60)

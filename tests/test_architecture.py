@@ -455,3 +455,26 @@ def test_code_cites_the_projects_own_docs_not_an_outside_spec() -> None:
         if citation.search(line)
     ]
     assert cited == []
+
+
+def test_every_cross_reference_in_a_docstring_names_something_that_exists() -> None:
+    # a moved or renamed name leaves its old dotted path behind in prose; :class:`rb_otel...` must still resolve
+    import importlib
+    import re
+    import warnings
+
+    reference = re.compile(r":(?:class|func|mod|data|meth|attr|exc):`~?(rb_otel(?:\.\w+)+)`")
+    stale = []
+    for module, path in MODULES.items():
+        for dotted in reference.findall(path.read_text(encoding="utf-8")):
+            parts = dotted.split(".")
+            found = next(n for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in MODULES)
+            target: object = importlib.import_module(".".join(parts[:found]))
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # a deprecated path is stale too
+                try:
+                    for name in parts[found:]:
+                        target = getattr(target, name)
+                except (AttributeError, DeprecationWarning):
+                    stale.append(f"{module}: {dotted}")
+    assert stale == []

@@ -70,7 +70,7 @@ class BaselineCache:
 
     ``store``: a :class:`SummaryStore`, a URL (``memory://``, ``sqlite:///path.db`` or a plain path, ``redis://``)
     or ``None`` (``RB_OTEL_PILOT_BASELINES``, else in memory). A bad URL raises
-    :class:`~rb_otel.steering.pilot.baselines.BaselineCacheError` here, at construction; nothing after that raises.
+    :class:`~rb_otel.backends.baselines.errors.SummaryStoreError` here, at construction; nothing after that raises.
     ``on_event(kind, count)`` is told of every failure and drop (the facade counts them as
     ``rb.baselines.errors`` / ``rb.baselines.dropped``); more listeners with :meth:`add_listener`.
     ``save_every`` is accepted for code written for the previous release and ignored (deprecated).

@@ -78,7 +78,7 @@ def open_store(url: str, *, max_agents: int = MAX_AGENTS, create: bool = True) -
 class SqliteSummaryStore:
     """A :class:`~rb_otel.steering.pilot.baselines.SummaryStore` in one SQLite file (see the module docstring).
 
-    Raises :class:`~rb_otel.steering.pilot.baselines.SummaryStoreError` at construction for a file that is not a
+    Raises :class:`~rb_otel.backends.baselines.errors.SummaryStoreError` at construction for a file that is not a
     baseline store (naming the file and what it holds), a folder that does not exist, a database written by
     another format, or (``create=False``) a file that does not exist. Nothing is written to a file before it is
     known to be a baseline store or empty: another application's database is refused byte for byte unchanged.

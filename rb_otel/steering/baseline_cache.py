@@ -1,5 +1,7 @@
-"""Moved: the baseline cache is runtime machinery (threads, exit hooks), in :mod:`rb_otel.backends.baselines.cache`.
-The old names work for this release, with a ``DeprecationWarning``."""
+"""Deprecated path: the baseline cache moved to :mod:`rb_otel.backends.baselines.cache` (it is runtime machinery:
+threads, exit hooks), where ``BaselineStore`` is ``BaselineCache``.
+
+Every name still works from here, with a ``DeprecationWarning``, until 0.3.0."""
 
 from rb_otel.deprecation import moved_names
 

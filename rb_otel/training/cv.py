@@ -10,8 +10,9 @@ never sees the runs it is tested on.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,13 +45,19 @@ def early_step(lengths: Sequence[int]) -> int:
 
 
 def out_of_fold(
-    data: PrefixData, runs: Sequence[int], folds: NDArray[np.int64], candidate: Candidate
+    data: PrefixData,
+    runs: Sequence[int],
+    folds: NDArray[np.int64],
+    candidate: Candidate,
+    *,
+    fit: Callable[..., Any] = fit_candidate,
 ) -> NDArray[np.float64]:
-    """Every row's logit from the fold model that did not see its run (NaN for rows outside ``runs``)."""
+    """Every row's logit from the fold model that did not see its run (NaN for rows outside ``runs``); ``fit``
+    is the fitting function (:func:`~rb_otel.training.fit.fit_candidate`; a test records what reaches it)."""
     index = np.asarray(runs, dtype=np.int64)
     out = np.full(len(data.run), np.nan)
     for f in np.unique(folds):
-        model = fit_candidate(data, index[folds != f].tolist(), candidate)
+        model = fit(data, index[folds != f].tolist(), candidate)
         held = data.rows_of(index[folds == f].tolist())
         out[held] = model.logits(data)[held]
     return out
@@ -88,11 +95,21 @@ def _best(*values: float) -> float:
     return max(finite) if finite else 0.5
 
 
-def select(data: PrefixData, runs: Sequence[int], *, k: int = 3, seed: int = 0) -> tuple[Candidate, dict[str, float]]:
-    """The candidate with the best inner cross-validated criterion on ``runs`` (ties: the simpler one)."""
+def select(
+    data: PrefixData,
+    runs: Sequence[int],
+    *,
+    k: int = 3,
+    seed: int = 0,
+    folds: NDArray[np.int64] | None = None,
+    fit: Callable[..., Any] = fit_candidate,
+) -> tuple[Candidate, dict[str, float]]:
+    """The candidate with the best inner cross-validated criterion on ``runs`` (ties: the simpler one): ``k``
+    task-grouped folds, or the given ``folds`` (one per run of ``runs``: leave-one-agent-out passes one per agent)."""
     runs = list(runs)
-    folds = grouped_folds([data.runs[r].group for r in runs], k, seed)
-    scores = {c.name: criterion(data, runs, out_of_fold(data, runs, folds, c)) for c in CANDIDATES}
+    if folds is None:
+        folds = grouped_folds([data.runs[r].group for r in runs], k, seed)
+    scores = {c.name: criterion(data, runs, out_of_fold(data, runs, folds, c, fit=fit)) for c in CANDIDATES}
     best = max(CANDIDATES, key=lambda c: (round(scores[c.name], 3), -CANDIDATES.index(c)))
     return best, scores
 

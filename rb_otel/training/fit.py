@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rb_otel.steering.pilot.model import FEATURES, SIGNED_FEATURES
+from rb_otel.steering.pilot.progress import PROGRESS_FEATURES
 from rb_otel.training.features import PrefixData
 from rb_otel.training.logistic import fit as fit_logistic
 
@@ -48,10 +49,13 @@ class Candidate:
 #: What ``rb-otel train`` chooses among (inner cross-validation picks one per fit).
 #: How long and big the run is against the agent's normal: what ranks runs at their end.
 TOTALS = ("overrun_steps", "overrun_chars", "overrun_context", "overrun_hedges", "overrun_errors",
-          "beyond_steps", "beyond_chars", "beyond_context", *sorted(SIGNED_FEATURES))  # fmt: skip
+          "beyond_steps", "beyond_chars", "beyond_context", "size_chars", "size_context", "size_steps")  # fmt: skip
+#: The size and rate features without the progress signals (what "size" meant before they were added).
+SIZE = tuple(f for f in FEATURES if f not in PROGRESS_FEATURES)
 CANDIDATES = (
     Candidate("size totals", dense=TOTALS),
-    Candidate("size"),
+    Candidate("size", dense=SIZE),
+    Candidate("size + progress"),
     Candidate("size + text (log counts, L2 10)", "log", 10.0),
     Candidate("size + text (log counts, L2 30)", "log", 30.0),
     Candidate("size + text (frequencies, L2 100)", "tf", 100.0),

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rb_otel.steering.pilot.progress import PROGRESS_FEATURES
 from rb_otel.steering.pilot.text import TEXT_VALUES
 
 __all__ = [
@@ -67,9 +68,14 @@ FEATURES: tuple[str, ...] = (
     "size_steps",
     "size_chars",
     "size_context",
+    # Whether the run is making progress (rb_otel.steering.pilot.progress; docs/signal.md, "Progress signals"):
+    # not its size, but whether it still changes things, repeats itself, keeps failing, passes its tests.
+    *PROGRESS_FEATURES,
 )
 #: The features whose weight may be negative in a fit (the others: "more than normal is never evidence of health").
-SIGNED_FEATURES: frozenset[str] = frozenset({"size_steps", "size_chars", "size_context"})
+#: The progress signals are signed too: a passing test run (``test_state`` -1) or a high ``change_share`` may
+#: point either way on an agent's runs, and the fit follows the data.
+SIGNED_FEATURES: frozenset[str] = frozenset({"size_steps", "size_chars", "size_context", *PROGRESS_FEATURES})
 
 
 @dataclass(frozen=True, slots=True)

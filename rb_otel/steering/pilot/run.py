@@ -46,6 +46,7 @@ from rb_otel.steering.pilot.model import (
     TextWeights,
     sigmoid,
 )
+from rb_otel.steering.pilot.progress import ProgressTracker
 from rb_otel.steering.pilot.text import TextScore, step_tokens
 from rb_otel.steering.scoring.protocol import ScorerStep
 from rb_otel.steering.text import bounded_view
@@ -98,6 +99,7 @@ class PilotRun:
         "_last",
         "_model",
         "_peaks",
+        "_progress",
         "_recent",
         "_repeats",
         "_seen",
@@ -123,6 +125,7 @@ class PilotRun:
         self._windows = (int(model.fsm.get("slow_window", 3)), int(model.fsm.get("skip_window", 8)))
         self._window: deque[float] = deque(maxlen=max(self._windows))
         self._peaks = [0.0, 0.0]
+        self._progress = ProgressTracker()
         text = model.text
         self._text = None if text is None else TextScore(text.weights, text.bits, text.value)
 
@@ -153,6 +156,7 @@ class PilotRun:
         totals["context"] = max(totals["context"], step.tokens)
         totals["errors"] += bool(step.error)
         self._recent.append(bool(step.error))
+        self._progress.add(step)
         repeated = False
         if step.action is not None:
             key = (step.action, action_input[:512])
@@ -214,6 +218,7 @@ class PilotRun:
             math.log1p(t),
             math.log1p(totals["chars"]),
             math.log1p(totals["context"] if totals["context"] > 0 else totals["chars"]),
+            *self._progress.values(),
         ]
 
     def score(self, step: ScorerStep) -> float:

@@ -1,0 +1,445 @@
+"""Leave one agent out: does a pilot fitted on some agents say anything about an agent it never saw?
+
+For each agent in turn (:func:`agent_unit`: the model behind the agent key, so one model's runs on a domain and
+on its policy variants are one agent), the whole fitting procedure runs on the *other* agents' runs only: the
+prior, the model family (chosen by an inner cross-validation that itself holds agents out when it has two or
+more, so it prefers what transfers), the weights, and the SLOW/SKIP thresholds (chosen on the training side's
+out-of-fold scores for the false-stop budget). The held-out agent is then scored with the live view (the same
+:class:`~rb_otel.steering.pilot.PilotRun`, its own label-free baseline learned from its earlier runs in file
+order) and compared with the same-prefix size baselines: steps, characters and prompt tokens, each *oriented on
+the training agents* (its direction learned where the fit was) and also at its best in either direction on the
+held-out agent itself, the harder comparison. ``keep_tasks_apart`` also keeps every task group the held-out agent
+ran out of its fit (no customer on both sides).
+
+**SKIP that holds its budget.** The thresholds chosen on the training agents are applied to the held-out agent:
+the share of its successful runs stopped (false stops), with the Wilson upper bound (z = 1, about 84%
+one-sided: the bound the thresholds were chosen under) of that share, and the share of its failing runs stopped,
+with the tokens a stop would not have spent. SKIP *holds* on an agent when that bound is within the budget and it
+stops at least :data:`~rb_otel.training.thresholds.MIN_USEFUL_STOPS` of the failing runs; a pilot fitted on all
+the agents turns SKIP on only when it held on every held-out agent with enough successful runs to say so
+(:data:`MIN_SUCCESSFUL`), and the report says why where it is off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rb_otel.evaluation.early import sustained_peak
+from rb_otel.evaluation.metrics import auroc, wilson_upper
+from rb_otel.steering.fsm import DifficultyFSM
+from rb_otel.steering.pilot.baselines import MAX_RUNS, RELATIVE_AFTER
+from rb_otel.training.cv import grouped_folds, out_of_fold, select
+from rb_otel.training.dataset import LabelledRun
+from rb_otel.training.features import PrefixData, extract, prior_of
+from rb_otel.training.fit import fit_candidate
+from rb_otel.training.thresholds import MIN_USEFUL_STOPS, SKIP_OFF, SKIP_WINDOWS, choose_fsm, fsm_states
+
+__all__ = [
+    "EARLY_STEP",
+    "MIN_SUCCESSFUL",
+    "HeldOutAgent",
+    "HeldOutReport",
+    "agent_unit",
+    "leave_one_agent_out",
+    "tokens_after_last_change",
+]
+
+#: The early step every held-out figure is read at (the issue's "step 10"; shorter runs are not still going).
+EARLY_STEP = 10
+#: A held-out agent with fewer successful runs than this cannot show a false-stop bound within 2%
+#: (Wilson z = 1 with no false stop: 1 / (n + 1)), so it does not decide whether SKIP holds.
+MIN_SUCCESSFUL = 50
+
+
+def agent_unit(run: LabelledRun) -> str:
+    """The agent a run belongs to for holding out: the model part of its agent key (``name|model``), so one
+    model's runs on a domain and its policy variants are one agent; the whole key when it names no model."""
+    _, bar, model = run.agent.rpartition("|")
+    return model if bar and model else run.agent
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """A size baseline on the held-out agent: oriented by the training agents, and at its best either way."""
+
+    name: str
+    oriented: float
+    direction: int  # learned on the training agents: +1 more means failure, -1 less
+    either: float  # max(AUROC, 1 - AUROC) on the held-out agent itself
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "oriented": self.oriented, "direction": self.direction, "either_way": self.either}
+
+
+@dataclass(frozen=True, slots=True)
+class SkipFigures:
+    """SKIP with the training agents' thresholds, on the held-out agent's runs."""
+
+    on: bool  # the thresholds had SKIP on at all
+    false_stops: int
+    successful: int
+    upper: float  # Wilson upper bound (z = 1) of false_stops / successful
+    stopped_failing: float
+    failing: int
+    tokens_saved_per_stop: float  # mean tokens after the SKIP point over the failing runs it stopped
+    holds: bool
+    why: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "thresholds_have_skip": self.on,
+            "false_stops": self.false_stops,
+            "successful_runs": self.successful,
+            "false_stop_upper_bound": self.upper,
+            "stopped_failing": self.stopped_failing,
+            "failing_runs": self.failing,
+            "tokens_saved_per_stopped_run": self.tokens_saved_per_stop,
+            "holds": self.holds,
+            "why": self.why,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOutAgent:
+    """One held-out agent's figures (every one from a fit that never saw its runs)."""
+
+    agent: str
+    runs: int
+    failed: int
+    trained_on: tuple[str, ...]
+    training_runs: int
+    family: str
+    last_step: float
+    last_baselines: tuple[Baseline, ...]
+    early_runs: int
+    early: float
+    early_baselines: tuple[Baseline, ...]
+    skip: SkipFigures  # SKIP relative to the agent (the rule a held-out agent is judged by)
+    absolute_skip: SkipFigures  # SKIP at the training side's absolute threshold, for comparison
+    skip_rule: dict[str, float] | None = None  # the relative rule chosen on the training agents
+
+    def margin(self, *, early: bool, either: bool = False) -> float:
+        """The fit's AUROC above the best size baseline (oriented by the training agents, or ``either`` way)."""
+        baselines = self.early_baselines if early else self.last_baselines
+        known = [b.either if either else b.oriented for b in baselines]
+        known = [v for v in known if not math.isnan(v)]
+        return (self.early if early else self.last_step) - (max(known) if known else 0.5)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "runs": self.runs,
+            "failed": self.failed,
+            "trained_on": list(self.trained_on),
+            "training_runs": self.training_runs,
+            "family": self.family,
+            "last_step": {
+                "auroc": self.last_step,
+                "baselines": [b.as_dict() for b in self.last_baselines],
+                "margin_oriented": self.margin(early=False),
+                "margin_either_way": self.margin(early=False, either=True),
+            },
+            "early": {
+                "step": EARLY_STEP,
+                "runs_still_going": self.early_runs,
+                "auroc": self.early,
+                "baselines": [b.as_dict() for b in self.early_baselines],
+                "margin_oriented": self.margin(early=True),
+                "margin_either_way": self.margin(early=True, either=True),
+            },
+            "skip": self.skip.as_dict(),
+            "skip_rule": self.skip_rule,
+            "absolute_skip": self.absolute_skip.as_dict(),
+        }
+
+
+@dataclass(slots=True)
+class HeldOutReport:
+    """Every held-out agent, the budget, and whether SKIP held where it can be judged."""
+
+    agents: list[HeldOutAgent]
+    max_false_stops: float
+    keep_tasks_apart: bool
+    skipped: dict[str, str] = field(default_factory=dict)  # agents that could not be held out, and why
+
+    @property
+    def judged(self) -> list[HeldOutAgent]:
+        """The held-out agents with enough successful runs to judge a false-stop bound (:data:`MIN_SUCCESSFUL`)."""
+        return [a for a in self.agents if a.skip.successful >= MIN_SUCCESSFUL]
+
+    @property
+    def skip_holds(self) -> bool:
+        """SKIP held its budget on every judged held-out agent (and there was one)."""
+        judged = self.judged
+        return bool(judged) and all(a.skip.holds for a in judged)
+
+    def why_skip_off(self) -> str:
+        """In words, why SKIP is off (``""`` when it holds)."""
+        if self.skip_holds:
+            return ""
+        if not self.judged:
+            return f"no held-out agent has {MIN_SUCCESSFUL} successful runs to judge a false-stop bound by"
+        return "; ".join(f"{a.agent}: {a.skip.why}" for a in self.judged if not a.skip.holds)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "method": "leave one agent out",
+            "max_false_stops": self.max_false_stops,
+            "keep_tasks_apart": self.keep_tasks_apart,
+            "agents": [a.as_dict() for a in self.agents],
+            "not_held_out": dict(self.skipped),
+            "skip_holds": self.skip_holds,
+            "why_skip_off": self.why_skip_off(),
+        }
+
+    def lines(self) -> list[str]:
+        """The report in words, an agent a line and the SKIP decision."""
+        out = [f"leave one agent out ({len(self.agents)} agents; false-stop budget {self.max_false_stops:.1%}):"]
+        for a in self.agents:
+            best_last = max((b.oriented for b in a.last_baselines), default=float("nan"))
+            best_early = max((b.oriented for b in a.early_baselines), default=float("nan"))
+            out.append(
+                f"  {a.agent} ({a.runs} runs, {a.failed} failed; fitted on {a.training_runs} runs of "
+                f"{len(a.trained_on)} other agent(s), {a.family}): last step {a.last_step:.3f} vs size "
+                f"{best_last:.3f}; step {EARLY_STEP} {a.early:.3f} vs size so far {best_early:.3f} "
+                f"({a.early_runs} runs still going); SKIP: {a.skip.why}"
+            )
+        for agent, why in self.skipped.items():
+            out.append(f"  {agent}: not held out ({why})")
+        out.append("SKIP holds its budget on the held-out agents" if self.skip_holds else
+                   f"SKIP off: {self.why_skip_off()}")  # fmt: skip
+        return out
+
+
+def _sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
+
+
+def _per_run(data: PrefixData, logits: NDArray[np.float64]) -> list[list[float]]:
+    p = _sigmoid(logits)
+    return [p[data.run == i].tolist() for i in range(len(data.runs))]
+
+
+def _written(run: LabelledRun) -> list[int]:
+    return [int(c) for c in np.cumsum([len(s.thought or "") + len(s.action_input or "") for s in run.steps])]
+
+
+def _size_signals(runs: Sequence[LabelledRun], k: int | None) -> dict[str, list[float]]:
+    """Each size baseline's value per run: at the last step (``k`` None), or after step ``k``."""
+    if k is None:
+        return {"steps": [float(len(r.steps)) for r in runs], "characters": [float(_written(r)[-1]) for r in runs],
+                "prompt tokens": [float(r.prompt_tokens[-1]) for r in runs]}  # fmt: skip
+    return {"characters so far": [float(_written(r)[k - 1]) for r in runs],
+            "prompt tokens so far": [float(r.prompt_tokens[k - 1]) for r in runs]}  # fmt: skip
+
+
+def _baselines(train: Sequence[LabelledRun], held: Sequence[LabelledRun], k: int | None) -> tuple[Baseline, ...]:
+    out = []
+    y_train, y_held = [r.failed for r in train], [r.failed for r in held]
+    trained, scored = _size_signals(train, k), _size_signals(held, k)
+    for name, values in scored.items():
+        if not any(values):
+            continue  # a harness that reports no tokens: no such baseline
+        a_train = auroc(y_train, trained[name]) if any(trained[name]) else float("nan")
+        sign = -1 if (not math.isnan(a_train) and a_train < 0.5) else 1
+        a = auroc(y_held, values)
+        out.append(Baseline(name, a if sign > 0 else 1.0 - a, sign, max(a, 1.0 - a)))
+    return tuple(out)
+
+
+def _absolute_stops(probabilities: Sequence[Sequence[float]], fsm: dict[str, float]) -> list[int | None]:
+    machine = DifficultyFSM(**fsm)
+    return [next((i for i, s in enumerate(fsm_states(machine, p)) if s == "SKIP"), None) for p in probabilities]
+
+
+def _skip_figures(held: Sequence[LabelledRun], stops: Sequence[int | None], on: bool, budget: float) -> SkipFigures:
+    ok = [s for r, s in zip(held, stops, strict=True) if not r.failed]
+    bad = [(r, s) for r, s in zip(held, stops, strict=True) if r.failed]
+    false_stops = sum(s is not None for s in ok)
+    upper = wilson_upper(false_stops, len(ok))
+    stopped = [(r, s) for r, s in bad if s is not None]
+    share = len(stopped) / len(bad) if bad else float("nan")
+    saved = float(np.mean([sum(r.tokens[s + 1 :]) for r, s in stopped])) if stopped else 0.0
+    holds = on and upper <= budget and (share >= MIN_USEFUL_STOPS)
+    if not on:
+        why = "off: on the training agents no threshold kept the budget and stopped a useful share"
+    elif upper > budget:
+        why = (f"off: {false_stops} false stop(s) of {len(ok)} successful runs, upper bound {upper:.1%} > "
+               f"budget {budget:.1%}")  # fmt: skip
+    elif not share >= MIN_USEFUL_STOPS:
+        why = f"off: stops {share:.1%} of failing runs (under {MIN_USEFUL_STOPS:.0%})"
+    else:
+        why = (f"holds: stops {share:.1%} of failing runs, {false_stops} false stop(s) of {len(ok)} "
+               f"(upper bound {upper:.1%}), {saved:,.0f} tokens saved per stopped run")  # fmt: skip
+    return SkipFigures(on, false_stops, len(ok), upper, share, len(bad), saved, holds, why)
+
+
+#: The quantiles of an agent's own sustained peaks SKIP may be set at (the strictest first).
+SKIP_QUANTILES = (0.995, 0.99, 0.98, 0.97, 0.96, 0.95, 0.93, 0.9, 0.85, 0.8)
+
+
+def relative_stops(
+    runs: Sequence[LabelledRun], probabilities: Sequence[Sequence[float]], fsm: dict[str, float], q: float, window: int
+) -> list[int | None]:
+    """Each run's first SKIP step (``None``: never) when SKIP's threshold is relative to its agent: the ``q``
+    quantile of the risk its agent's earlier runs sustained for ``window`` steps (label-free, learned in file
+    order, the newest :data:`MAX_RUNS` kept; no SKIP before :data:`RELATIVE_AFTER` runs), as
+    :meth:`~rb_otel.steering.pilot.PilotRun.fsm_thresholds` sets it live for a model with a ``skip_quantile``."""
+    recent: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=MAX_RUNS))
+    out: list[int | None] = []
+    for run, scores in zip(runs, probabilities, strict=True):
+        known = sorted(recent[run.agent])
+        stop = None
+        if len(known) >= RELATIVE_AFTER:
+            skip = min(known[min(int(q * len(known)), len(known) - 1)], SKIP_OFF)
+            slow = min(fsm["slow_threshold"], skip)
+            fast = min(fsm["fast_threshold"], slow - 1e-6)
+            machine = DifficultyFSM(**{**fsm, "fast_threshold": fast, "slow_threshold": slow,
+                                       "skip_threshold": skip, "skip_window": window})  # fmt: skip
+            stop = next((i for i, st in enumerate(fsm_states(machine, scores)) if st == "SKIP"), None)
+        out.append(stop)
+        peak = sustained_peak(scores, window)
+        if peak != -math.inf:
+            recent[run.agent].append(peak)
+    return out
+
+
+def choose_relative_skip(
+    runs: Sequence[LabelledRun], probabilities: Sequence[Sequence[float]], fsm: dict[str, float], budget: float
+) -> tuple[float, int] | None:
+    """The quantile and hold of a relative SKIP (:func:`relative_stops`) chosen on training-side out-of-fold
+    scores: among those whose false stops keep the Wilson bound (z = 1) within ``budget`` and stop at least
+    :data:`~rb_otel.training.thresholds.MIN_USEFUL_STOPS` of the failing runs, the one that stops the most;
+    ``None`` when none does."""
+    ok = sum(not r.failed for r in runs)
+    bad = sum(r.failed for r in runs)
+    best: tuple[float, float, int] | None = None
+    for window in SKIP_WINDOWS:
+        for q in SKIP_QUANTILES:
+            stops = relative_stops(runs, probabilities, fsm, q, window)
+            false_stops = sum(s is not None for r, s in zip(runs, stops, strict=True) if not r.failed)
+            if wilson_upper(false_stops, ok) > budget:
+                break  # looser quantiles only stop more successful runs
+            stopped = sum(s is not None for r, s in zip(runs, stops, strict=True) if r.failed) / max(bad, 1)
+            if stopped >= MIN_USEFUL_STOPS and (best is None or stopped > best[0]):
+                best = (stopped, q, window)
+    return None if best is None else (best[1], best[2])
+
+
+def _inner_folds(train: Sequence[LabelledRun], seed: int) -> NDArray[np.int64]:
+    """The inner folds the family is chosen by: one per training agent when there are two or more (so the choice
+    prefers what transfers to an agent it did not see), else grouped by task."""
+    units = [agent_unit(r) for r in train]
+    names = sorted(set(units))
+    if len(names) >= 2:
+        return np.array([names.index(u) for u in units], dtype=np.int64)
+    return grouped_folds([r.group for r in train], 3, seed)
+
+
+def held_out_agent(
+    train: list[LabelledRun],
+    held: list[LabelledRun],
+    *,
+    agent: str,
+    max_false_stops: float,
+    seed: int = 0,
+    fit: Callable[..., Any] = fit_candidate,
+) -> HeldOutAgent:
+    """Fit on ``train`` only and score ``held`` (module docstring). ``fit`` is the one fitting function used (a
+    test passes a recording one to check that no held-out run reaches it)."""
+    prior = prior_of(train)
+    data = extract(train, prior)
+    every = list(range(len(train)))
+    candidate, _ = select(data, every, folds=_inner_folds(train, seed), fit=fit)
+    model = fit(data, every, candidate)
+    folds = grouped_folds([r.group for r in train], 5, seed)
+    oof = _per_run(data, out_of_fold(data, every, folds, candidate, fit=fit))
+    fsm = choose_fsm(
+        [p for p, r in zip(oof, train, strict=True) if not r.failed],
+        oof,
+        max_false_stops=max_false_stops,
+        failing=[p for p, r in zip(oof, train, strict=True) if r.failed],
+    )
+    relative = choose_relative_skip(train, oof, fsm, max_false_stops)
+    scored = extract(held, prior)  # the live view: each run through PilotRun, the agent's baseline label-free
+    probabilities = _per_run(scored, model.logits(scored))
+    if relative is None:
+        stops: list[int | None] = [None] * len(held)
+    else:
+        stops = relative_stops(held, probabilities, fsm, *relative)
+    absolute = _absolute_stops(probabilities, fsm)
+    y = [r.failed for r in held]
+    going = [i for i, r in enumerate(held) if len(r.steps) >= EARLY_STEP]
+    train_going = [r for r in train if len(r.steps) >= EARLY_STEP]
+    early_y = [y[i] for i in going]
+    return HeldOutAgent(
+        agent=agent,
+        runs=len(held),
+        failed=sum(y),
+        trained_on=tuple(sorted({agent_unit(r) for r in train})),
+        training_runs=len(train),
+        family=candidate.name,
+        last_step=auroc(y, [p[-1] for p in probabilities]),
+        last_baselines=_baselines(train, held, None),
+        early_runs=len(going),
+        early=auroc(early_y, [probabilities[i][EARLY_STEP - 1] for i in going]) if going else float("nan"),
+        early_baselines=_baselines(train_going, [held[i] for i in going], EARLY_STEP) if going else (),
+        skip=_skip_figures(held, stops, relative is not None, max_false_stops),
+        absolute_skip=_skip_figures(held, absolute, fsm["skip_threshold"] < SKIP_OFF, max_false_stops),
+        skip_rule=None if relative is None else {"quantile": relative[0], "window": float(relative[1])},
+    )
+
+
+def leave_one_agent_out(
+    runs: Sequence[LabelledRun],
+    *,
+    max_false_stops: float = 0.02,
+    keep_tasks_apart: bool = False,
+    seed: int = 0,
+    min_runs: int = 20,
+    progress: Callable[[str], None] | None = None,
+    fit: Callable[..., Any] = fit_candidate,
+) -> HeldOutReport:
+    """Hold each agent out in turn (module docstring). An agent with fewer than ``min_runs`` runs or one outcome
+    only is not held out (listed in ``skipped`` with why); its runs still train the others."""
+    say = progress or (lambda _: None)
+    units = [agent_unit(r) for r in runs]
+    report = HeldOutReport([], max_false_stops, keep_tasks_apart)
+    for agent in sorted(set(units)):
+        held = [r for r, u in zip(runs, units, strict=True) if u == agent]
+        if len(held) < min_runs or len({r.failed for r in held}) < 2:
+            report.skipped[agent] = f"{len(held)} runs, {sum(r.failed for r in held)} failed"
+            continue
+        tasks = {r.group for r in held} if keep_tasks_apart else set()
+        train = [r for r, u in zip(runs, units, strict=True) if u != agent and r.group not in tasks]
+        if len(train) < min_runs or len({r.failed for r in train}) < 2:
+            report.skipped[agent] = f"only {len(train)} training runs left without its agent and tasks"
+            continue
+        say(f"holding out {agent}: fitting on {len(train)} runs of the other agents")
+        report.agents.append(
+            held_out_agent(train, held, agent=agent, max_false_stops=max_false_stops, seed=seed, fit=fit)
+        )
+    return report
+
+
+def tokens_after_last_change(run: LabelledRun) -> float | None:
+    """The share of a run's tokens spent after its last change to the workspace (the converged side: what a run
+    that had already done its work went on to spend); ``None`` for a run that never changed anything or reports
+    no tokens. Label-free: the same rule as the ``since_change`` signal."""
+    from rb_otel.steering.pilot.progress import call_writes
+
+    last = None
+    for i, step in enumerate(run.steps):
+        if step.action is not None and call_writes(step.action, step.action_input or ""):
+            last = i
+    total = sum(run.tokens)
+    if last is None or total <= 0:
+        return None
+    return sum(run.tokens[last + 1 :]) / total

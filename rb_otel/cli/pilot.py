@@ -29,6 +29,7 @@ def _train(args: argparse.Namespace) -> int:
             force=args.force,
             format=args.format,
             progress=progress,
+            held_out_agents=args.held_out_agents,
         )
     except (TrainingError, RecordError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -43,8 +44,14 @@ def _train(args: argparse.Namespace) -> int:
         return 1
     fsm = result.model.fsm
     forced = "" if result.report.trusted else " (not trusted: written because of --force)"
-    if result.report.skip_on:
+    held_out = result.report.held_out
+    if "skip_quantile" in fsm:
+        skip = (f"SKIP when the risk stays above the {fsm['skip_quantile']:.3g} quantile of what the agent's own "
+                f"runs sustained for {int(fsm['skip_window'])} steps")  # fmt: skip
+    elif result.report.skip_on:
         skip = f"SKIP when the risk stays above {fsm['skip_threshold']:.3f} for {int(fsm['skip_window'])} steps"
+    elif held_out is not None:
+        skip = f"SKIP off ({held_out.why_skip_off()}); SLOW on"
     else:
         skip = "SKIP off (no threshold kept the false-stop budget on runs it never saw); SLOW on"
     print(f"wrote {result.written}{forced}: {result.model.version}, {skip}", file=sys.stderr)
@@ -114,9 +121,17 @@ def add_train(sub: Any, formats: list[str]) -> None:
     tr.add_argument(
         "--max-false-stops",
         type=float,
-        default=0.01,
+        default=0.02,
         metavar="SHARE",
-        help="SKIP's budget: at most this share of successful runs stopped, out of fold (default 0.01)",
+        help="SKIP's budget: at most this share of successful runs stopped, as an upper bound on runs the "
+        "thresholds never saw (default 0.02)",
+    )
+    tr.add_argument(
+        "--no-held-out-agents",
+        dest="held_out_agents",
+        action="store_false",
+        help="with runs of several agents, skip holding each out in turn (SKIP is then judged on the "
+        "cross-fitted folds only)",
     )
     tr.add_argument("--force", action="store_true", help="write the model even when the report does not trust it")
     tr.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")

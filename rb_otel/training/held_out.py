@@ -56,6 +56,7 @@ EARLY_STEP = 10
 #: A held-out agent with fewer successful runs than this cannot show a false-stop bound within 2%
 #: (Wilson z = 1 with no false stop: 1 / (n + 1)), so it does not decide whether SKIP holds.
 MIN_SUCCESSFUL = 50
+_THRESHOLD_FOLDS = 5  # the training side's out-of-fold scores the thresholds are chosen on
 
 
 def agent_unit(run: LabelledRun) -> str:
@@ -359,7 +360,7 @@ def held_out_agent(
     every = list(range(len(train)))
     candidate, _ = select(data, every, folds=_inner_folds(train, seed), fit=fit)
     model = fit(data, every, candidate)
-    folds = grouped_folds([r.group for r in train], 5, seed)
+    folds = grouped_folds([r.group for r in train], _THRESHOLD_FOLDS, seed)
     oof = _per_run(data, out_of_fold(data, every, folds, candidate, fit=fit))
     fsm = choose_fsm(
         [p for p, r in zip(oof, train, strict=True) if not r.failed],
@@ -421,6 +422,9 @@ def leave_one_agent_out(
         train = [r for r, u in zip(runs, units, strict=True) if u != agent and r.group not in tasks]
         if len(train) < min_runs or len({r.failed for r in train}) < 2:
             report.skipped[agent] = f"only {len(train)} training runs left without its agent and tasks"
+            continue
+        if len({r.group for r in train}) < _THRESHOLD_FOLDS:
+            report.skipped[agent] = f"its training runs are in fewer than {_THRESHOLD_FOLDS} task groups"
             continue
         say(f"holding out {agent}: fitting on {len(train)} runs of the other agents")
         report.agents.append(

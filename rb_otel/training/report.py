@@ -72,6 +72,7 @@ class TrainingReport:
     permutation: Any = None  # a PermutationTest, when one was run
     skip_on: bool = True  # the written model's SKIP (off: no threshold held the false-stop bound usefully)
     bound_strictness: float | None = 1.0  # the z of the false-stop bound that held on the cross-fitted folds
+    held_out: Any = None  # a HeldOutReport (leave one agent out), with runs of two or more agents
 
     @property
     def trusted(self) -> bool:
@@ -144,6 +145,7 @@ class TrainingReport:
             "permutation_test": self.permutation.as_dict() if self.permutation is not None else None,
             "skip_on": self.skip_on,
             "false_stop_bound_z": self.bound_strictness,
+            "held_out_agents": self.held_out.as_dict() if self.held_out is not None else None,
             "warnings": self.warnings,
             "trusted": self.trusted,
             "problems": self.problems,
@@ -174,9 +176,12 @@ class TrainingReport:
                       f"{t.real:.3f}, p = {t.p_value:.3f}"]  # fmt: skip
         lines += ["", "stopping runs (thresholds cross-fitted: chosen without the runs they judge):"]
         lines += [f"  {stop_line(s)}" for s in self.stopping]
+        if self.held_out is not None:
+            lines += ["", *self.held_out.lines()]
         if not self.skip_on:
-            lines.append("  SKIP is off in the written model: no threshold stopped a useful share of the failing runs "
-                         "within the false-stop bound")  # fmt: skip
+            why = ("it did not hold its budget on the held-out agents" if self.held_out is not None else
+                   "no threshold stopped a useful share of the failing runs within the false-stop bound")  # fmt: skip
+            lines.append(f"  SKIP is off in the written model: {why}")
         if self.order_sensitivity:
             lo, hi = min(self.order_sensitivity), max(self.order_sensitivity)
             lines.append(f"\nfile-order sensitivity: last-step AUROC {lo:.3f}-{hi:.3f} with the runs shuffled "

@@ -33,6 +33,7 @@ from rb_otel.training.cv import OutOfFold, early_step, nested_out_of_fold, selec
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset
 from rb_otel.training.features import PrefixData, extract, prior_of
 from rb_otel.training.fit import CANDIDATES, TEXT_BITS, Fitted, fit_candidate
+from rb_otel.training.held_out import agent_unit, choose_relative_skip, leave_one_agent_out
 from rb_otel.training.permutation import PERMUTATIONS, permutation_test
 from rb_otel.training.report import Figure, TrainingReport
 from rb_otel.training.thresholds import SKIP_OFF, choose_fsm, fold_thresholds, holding_bound
@@ -63,7 +64,7 @@ def train(
     *,
     labels: str | Path | Labels | None = None,
     out: str | Path | None = None,
-    max_false_stops: float = 0.01,
+    max_false_stops: float = 0.02,
     force: bool = False,
     format: str = "auto",
     folds: int = 5,
@@ -71,9 +72,12 @@ def train(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     permutations: int = PERMUTATIONS,
+    held_out_agents: bool = True,
 ) -> TrainingResult:
     """Fit, cross-validate and (when trusted, or with ``force``) write a pilot/2 model (module docstring).
     ``permutations``: fits on shuffled outcomes for the test against chance (0 skips it: never trusted then).
+    ``held_out_agents``: with runs of two or more agents, hold each out in turn
+    (:mod:`rb_otel.training.held_out`); SKIP is then on only where it held its budget on the held-out agents.
 
     Raises :class:`TrainingError` when there is nothing to fit, and
     :class:`~rb_otel.importers.model.RecordError` for an unreadable input.
@@ -93,6 +97,7 @@ def train(
         seed=seed,
         progress=progress,
         permutations=permutations,
+        held_out_agents=held_out_agents,
     )
 
 
@@ -100,13 +105,14 @@ def train_dataset(
     dataset: Dataset,
     *,
     out: str | Path | None = None,
-    max_false_stops: float = 0.01,
+    max_false_stops: float = 0.02,
     force: bool = False,
     folds: int = 5,
     shuffles: int = 3,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     permutations: int = PERMUTATIONS,
+    held_out_agents: bool = True,
 ) -> TrainingResult:
     """:func:`train` on runs already read (a subset of a dataset, say: ``training/half_split.py`` fits on half
     the task groups and tests on the other half)."""
@@ -132,14 +138,25 @@ def train_dataset(
     if report.permutation is None:
         report.warnings.append("no test against chance was run (permutations=0): the fit cannot be trusted")
     probabilities = _per_run(data, oof.logits)
+    several = len({agent_unit(r) for r in runs}) >= 2
+    if held_out_agents and several:
+        say("leave one agent out (each agent's runs scored by a fit on the others)")
+        report.held_out = leave_one_agent_out(runs, max_false_stops=max_false_stops, seed=seed, progress=say)
     fsm = choose_fsm(
         [p for p, r in zip(probabilities, runs, strict=True) if not r.failed],
         probabilities,
         max_false_stops=max_false_stops,
         failing=[p for p, r in zip(probabilities, runs, strict=True) if r.failed],
-        z=report.bound_strictness,  # None: no bound kept the budget on the cross-fitted folds, SKIP off
+        # None: no bound kept the budget on the cross-fitted folds (or, with several agents, on held-out ones)
+        z=None if report.held_out is not None and not report.held_out.skip_holds else report.bound_strictness,
     )
-    report.skip_on = fsm["skip_threshold"] < SKIP_OFF
+    if report.held_out is not None and report.held_out.skip_holds:
+        relative = choose_relative_skip(runs, probabilities, fsm, max_false_stops)
+        if relative is None:
+            fsm["skip_threshold"] = SKIP_OFF
+        else:  # relative to each agent's own runs, the rule that held on the held-out agents
+            fsm = {**fsm, "skip_threshold": SKIP_OFF, "skip_quantile": relative[0], "skip_window": relative[1]}
+    report.skip_on = fsm["skip_threshold"] < SKIP_OFF or "skip_quantile" in fsm
     model = _model(fitted, prior, fsm, runs, dataset, report, max_false_stops)
     written = None
     if out is not None and (report.trusted or force):
@@ -300,6 +317,7 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
         "trusted": report.trusted,
         "warnings": report.warnings,
         "permutation_test": report.permutation.as_dict() if report.permutation is not None else None,
+        "held_out_agents": report.held_out.as_dict() if report.held_out is not None else None,
     }
     return PilotModel(
         intercept=fitted.intercept,
@@ -314,7 +332,7 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
             "max_false_stops": max_false_stops,
             "threshold": fsm["skip_threshold"],
             "window": fsm["skip_window"],
-            "on": float(fsm["skip_threshold"] < SKIP_OFF),  # 0.0: SKIP off (no threshold held the bound usefully)
+            "on": float(report.skip_on),  # 0.0: SKIP off (no threshold held the bound usefully)
         },
     )
 

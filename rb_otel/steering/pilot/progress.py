@@ -112,7 +112,8 @@ def _segments(command: str) -> list[list[str]]:
 def shell_writes(command: str) -> bool:
     """Whether a shell command changes files: a redirect into a file, ``sed -i``, a writing program, a writing
     ``git`` subcommand, or a script that opens a file for writing."""
-    head = command.split("<<", 1)[0] if "<<" in command else command  # `cat <<EOF > f`: the redirect is before
+    # `cat <<'EOF' > f` writes on its first line; the heredoc's body is text, not commands
+    head = command.split("\n", 1)[0] if "<<" in command else command
     if _REDIRECT.search(head[:_ARG_VIEW]):
         return True
     for words in _segments(command):

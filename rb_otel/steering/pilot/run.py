@@ -272,8 +272,10 @@ class PilotRun:
         thresholds are its own, chosen from its out-of-fold scores."""
         preset = pilot_fsm_thresholds(self._model)
         fsm = self._model.fsm
-        if self._baseline.known < RELATIVE_AFTER or "slow_quantile" not in fsm:
+        if self._baseline.known < RELATIVE_AFTER:
             return preset
+        if "slow_quantile" not in fsm:
+            return self._relative_skip(preset) if "skip_quantile" in fsm else preset
         slow = self._baseline.quantile("peak_slow", fsm["slow_quantile"])
         skip = self._baseline.quantile("peak_skip", fsm["skip_quantile"])
         if slow is None or skip is None:
@@ -283,6 +285,21 @@ class PilotRun:
         slow = min(max(slow, fast + 2 * margin), 0.99)
         preset["slow_threshold"] = slow
         preset["skip_threshold"] = min(max(skip, slow), 1.0)
+        return preset
+
+    def _relative_skip(self, preset: dict[str, float | int]) -> dict[str, float | int]:
+        """A fitted model's SKIP relative to the agent (``skip_quantile`` without ``slow_quantile``: what
+        ``rb-otel train`` writes when SKIP held its budget on agents it was not fitted to): the quantile of the
+        risk this agent's earlier runs sustained over ``skip_window`` steps, SLOW and FAST kept below it; the
+        plain definition is ``rb_otel.training.held_out.relative_stops``."""
+        skip = self._baseline.quantile("peak_skip", self._model.fsm["skip_quantile"])
+        if skip is None:
+            return preset
+        skip = min(skip, 1.0)
+        slow = min(float(preset.get("slow_threshold", skip)), skip)
+        preset["skip_threshold"] = skip
+        preset["slow_threshold"] = slow
+        preset["fast_threshold"] = min(float(preset.get("fast_threshold", 0.2)), slow - 1e-6)
         return preset
 
 

@@ -83,6 +83,35 @@ def test_bad_experiment_arguments_fail_at_the_boundary(experiment_id: str, on_fr
         ReasonBlocks().ab_middleware(experiment_id, "u", on_fraction)
 
 
+@pytest.mark.parametrize(
+    ("successes", "n", "low", "high"),
+    # Newcombe (1998), Stat. Med. 17:857-872, Table I, method 3 (the score interval without continuity correction)
+    [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0000, 0.1611), (1, 29, 0.0061, 0.1718)],
+)
+def test_the_one_wilson_interval_against_newcombes_table(successes: int, n: int, low: float, high: float) -> None:
+    from rb_otel.evaluation.metrics import wilson_upper
+
+    lo, hi = wilson_interval(successes, n)
+    assert (round(lo, 4), round(hi, 4)) == (low, high)
+    assert wilson_upper(successes, n, 1.959963984540054) == hi  # the SKIP budget's bound is the same function
+
+
+@pytest.mark.parametrize(("successes", "n"), [(0, 20), (1, 29), (2, 371), (9, 371), (123, 10_000), (4_999, 10_000)])
+def test_the_wilson_bound_against_scipy_at_small_and_large_n(successes: int, n: int) -> None:
+    """SciPy's Wilson interval (a test-only check: scipy is in the dev extra) at z = 1 (the SKIP budget's bound,
+    68.27% two-sided) and at 95%: a change to either term of the half-width moves these."""
+    from scipy.stats import binomtest
+
+    from rb_otel.evaluation.metrics import wilson_upper
+
+    for z, level in ((1.0, 0.6826894921370859), (1.959963984540054, 0.95)):
+        ci = binomtest(successes, n).proportion_ci(confidence_level=level, method="wilson")
+        lo, hi = wilson_interval(successes, n, z)
+        assert lo == pytest.approx(ci.low, abs=1e-9) and hi == pytest.approx(ci.high, abs=1e-9)
+        assert wilson_upper(successes, n, z) == pytest.approx(ci.high, abs=1e-9)
+    assert wilson_upper(0, 0) == 1.0
+
+
 def test_wilson_and_newcombe_against_newcombes_worked_examples() -> None:
     # Newcombe (1998), Stat. Med. 17:857-872: 81/263 -> 0.2553 to 0.3662; 56/70 - 48/80 -> 0.0524 to 0.3339
     lo, hi = wilson_interval(81, 263)

@@ -368,7 +368,9 @@ def test_display_url_elides_any_password() -> None:
     assert display_url(f"redis://:{SECRET}@h:6379/0") == "redis://:***@h:6379/0"
     assert display_url(f"redis://user:{SECRET}@h/0?prefix=x") == "redis://user:***@h/0?prefix=x"
     assert display_url("redis://h:6379/0") == "redis://h:6379/0"
-    assert display_url(f"redis://:{SECRET}@h:port/0") == "redis://***"  # cannot be parsed: all after the scheme
+    # a port that cannot be parsed: shown up to the host and the bad port, so the message names the wrong setting
+    assert display_url(f"redis://:{SECRET}@h:port/0") == "redis://:***@h:port"
+    assert display_url(f"redis://user:{SECRET}@127.0.0.1:abc/0?prefix=x") == "redis://user:***@127.0.0.1:abc"
     assert display_url("/var/lib/b.db") == "/var/lib/b.db"
 
 
@@ -426,6 +428,8 @@ def test_bad_input_is_one_line_naming_the_url(tmp_path: Path) -> None:
         with pytest.raises(BaselineStoreError, match=problem) as raised:
             open_summary_store(url)
         assert str(raised.value).startswith(display_url(url)), raised.value
+        if "notaport" in url:  # the host and the bad port are named (was `redis://***`)
+            assert str(raised.value).startswith("redis://127.0.0.1:notaport:"), raised.value
         done = _cli("baselines", url)
         assert done.returncode == 2 and problem in done.stderr and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rb_otel.steering.pilot import FEATURES, PilotModel, PilotRun
 from rb_otel.backends.baselines.cache import BaselineCache
+from rb_otel.steering.pilot import FEATURES, PilotModel, PilotRun
 from rb_otel.steering.pilot.progress import (
     KEYS_KEPT,
     PROGRESS_FEATURES,
@@ -276,13 +278,13 @@ _COMMANDS = st.sampled_from([
 _STEPS = st.one_of(
     st.builds(
         bash, _COMMANDS, st.sampled_from(["", "1 failed", "Traceback (most recent call last)"]), st.sampled_from([0, 1])
-    ),  # fmt: skip
+    ),
     st.builds(
         tool,
         st.sampled_from(["get_user", "update_order", "search_flights"]),
         st.fixed_dictionaries({"id": st.integers(0, 3)}),
         st.sampled_from(["ok", "Error: no"]),
-    ),  # fmt: skip
+    ),
     st.builds(say, st.sampled_from(["I'm sorry, but I can't do that.", "Done.", "Let me check."])),
 )
 
@@ -295,3 +297,24 @@ def test_the_tracker_is_its_plain_definition(steps: list[ScorerStep]) -> None:
         tracker.add(step)
         assert tracker.values() == _plain(steps[: i + 1])
     assert all(math.isfinite(v) for v in tracker.values())
+
+
+def test_the_drift_embedder_is_an_optional_extra_with_a_clear_message() -> None:
+    """Without the ``[drift]`` extra (the test environment does not install PyTorch) the embedder says what to
+    install; with it, it embeds. Either way ``import rb_otel`` never loads it."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    from rb_otel.backends.embeddings import DRIFT_EXTRA, EmbedderUnavailable, sentence_embedder
+
+    if importlib.util.find_spec("sentence_transformers") is None:
+        with pytest.raises(EmbedderUnavailable, match=re.escape(DRIFT_EXTRA)):
+            sentence_embedder()
+    else:
+        embed = sentence_embedder()
+        same, other = embed("the test fails again"), embed("the test fails again")
+        assert len(same) == 384 and abs(sum(a * b for a, b in zip(same, other, strict=True)) - 1.0) < 1e-4
+    code = "import sys, rb_otel; rb_otel.ReasonBlocks; print('sentence_transformers' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert loaded.stdout.strip() == "False"

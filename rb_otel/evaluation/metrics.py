@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from rb_otel.ab.stats import wilson_interval
+
 __all__ = [
     "Oriented",
     "auroc",
@@ -95,13 +97,10 @@ def oriented_values(
 
 
 def wilson_upper(count: int, n: int, z: float = 1.0) -> float:
-    """The Wilson score upper bound of a share ``count / n`` (``z`` = 1: about an 84% one-sided bound)."""
-    if n <= 0:
-        return 1.0
-    p = count / n
-    centre = p + z * z / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return min((centre + spread) / (1 + z * z / n), 1.0)
+    """The Wilson score upper bound of a share ``count / n`` (``z`` = 1: about an 84% one-sided bound; 1.0 for
+    ``n`` = 0): the upper end of :func:`rb_otel.ab.stats.wilson_interval`, the one implementation, whose values
+    the tests pin against Newcombe's published examples and SciPy's."""
+    return wilson_interval(count, max(n, 0), z)[1]
 
 
 def auroc_interval(

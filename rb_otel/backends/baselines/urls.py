@@ -17,8 +17,9 @@ def display_url(url: str | Path) -> str:
 
     Whatever characters the password holds (an unencoded ``#``, ``/``, ``?`` or ``@`` included): the credentials
     are everything between ``scheme://`` and the last ``@`` of the URL, and what follows their first ``:`` is
-    elided. A URL whose host or port cannot be parsed is shown with everything after the scheme elided
-    (``redis://***``). A plain path is shown as it is."""
+    elided. A URL whose port cannot be parsed is shown up to its host and port, so the message names the setting
+    that is wrong (``redis://127.0.0.1:abc``, the path and query left out, the password elided as ever). A plain
+    path is shown as it is."""
     text = str(url)
     match = _SCHEME.match(text)
     if match is None:
@@ -27,11 +28,13 @@ def display_url(url: str | Path) -> str:
     user, at, host = rest.rpartition("@")
     if at and ":" in user:
         rest = f"{user.split(':', 1)[0]}:***@{host}"
+    location = host if at else rest
     try:
-        parts = urlsplit(scheme + (host if at else rest))
+        parts = urlsplit(scheme + location)
         parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
     except ValueError:
-        return f"{scheme}***"
+        netloc = re.split(r"[/?#]", location, maxsplit=1)[0]
+        return scheme + (rest[: len(rest) - len(location)] if at else "") + netloc
     return scheme + rest
 
 

@@ -194,9 +194,33 @@ def test_leave_one_agent_out_on_the_repositorys_customer_service_runs(tmp_path: 
     small = [r for r in runs if agent_unit(r) in {"grok-3-mini", "grok-4", "grok-4-fast-reasoning"}]
     report = leave_one_agent_out(small)
     assert {a.agent for a in report.agents} == {"grok-3-mini", "grok-4", "grok-4-fast-reasoning"}
+    assert report.as_dict() == leave_one_agent_out(small).as_dict()  # deterministic
     for agent in report.agents:
         assert agent.agent not in agent.trained_on
         assert 0.0 <= agent.last_step <= 1.0
         assert agent.runs == sum(agent_unit(r) == agent.agent for r in small)
         assert {b.name for b in agent.last_baselines} >= {"steps", "characters"}
     assert report.lines()[-1].startswith("SKIP")
+
+
+def test_train_holds_agents_out_and_writes_skip_only_where_it_held(tmp_path: Path) -> None:
+    """``rb-otel train`` on runs of several agents: the report and the model file carry the held-out figures, and
+    SKIP is on in the file only when it held on every agent that can judge it."""
+    from rb_otel.steering.pilot import PilotModel
+    from rb_otel.training import train_dataset
+    from rb_otel.training.dataset import Dataset
+
+    rng = random.Random(11)
+    runs = [_run(agent, i, rng.random() < 0.4, rng) for agent in ("m-a", "m-b", "m-c") for i in range(40)]
+    out = tmp_path / "pilot.json"
+    result = train_dataset(Dataset(runs, files=1), out=out, force=True, shuffles=0, permutations=0)
+    held = result.report.held_out
+    assert held is not None and [a.agent for a in held.agents] == ["m-a", "m-b", "m-c"]
+    assert "leave one agent out" in "\n".join(result.report.table())
+    model = PilotModel.load(out)
+    assert model.trained["held_out_agents"]["agents"][0]["agent"] == "m-a"
+    assert bool(model.skip["on"]) == held.skip_holds == result.report.skip_on
+    if not held.skip_holds:
+        assert model.fsm["skip_threshold"] == 1.0 and "skip_quantile" not in model.fsm
+    single = train_dataset(Dataset(runs[:40], files=1), shuffles=0, permutations=0)
+    assert single.report.held_out is None  # one agent: nothing to hold out

@@ -91,7 +91,7 @@ def test_shuffled_outcomes_are_refused(tau2_runs: list[LabelledRun], seed: int) 
     rng = np.random.default_rng(100 + seed)
     outcomes = rng.permutation([r.failed for r in runs])
     shuffled = [dataclasses.replace(r, failed=bool(o)) for r, o in zip(runs, outcomes, strict=True)]
-    result = train_dataset(Dataset(shuffled, files=1), shuffles=0, permutations=39, seed=seed)
+    result = train_dataset(Dataset(shuffled, files=1), shuffles=0, permutations=39, seed=seed, held_out_agents=False)
     assert not result.report.trusted, result.report.table()
     assert result.report.permutation is not None and len(result.report.permutation.null) == 39
 
@@ -110,7 +110,8 @@ def test_the_cli_refuses_shuffled_outcomes_and_writes_nothing(tmp_path: Path, ta
     files = sorted((root / "tau2_grok").glob("*.json"))
     (tmp_path / "labels.json").write_text(json.dumps(labels))
     out = tmp_path / "pilot.json"
-    code = main(["train", *map(str, files), "--labels", str(tmp_path / "labels.json"), "--out", str(out), "--quiet"])
+    arguments = ["train", *map(str, files), "--labels", str(tmp_path / "labels.json"), "--out", str(out), "--quiet"]
+    code = main([*arguments, "--no-held-out-agents"])  # the gate is the subject, not the agents held out
     assert code == 1 and not out.exists()
 
 
@@ -226,7 +227,8 @@ def test_the_development_runs_keep_every_customer_on_one_side(tau2_runs: list[La
 
 
 def test_a_real_fit_is_trusted(tau2_runs: list[LabelledRun]) -> Any:
-    result = train_dataset(Dataset(tau2_runs, files=52), shuffles=0, permutations=39)  # 19 cannot reach p < 0.05
+    # 19 permutations cannot reach p < 0.05; leaving agents out is tests/test_held_out.py's
+    result = train_dataset(Dataset(tau2_runs, files=52), shuffles=0, permutations=39, held_out_agents=False)
     report = result.report
     assert report.trusted, report.table()
     assert report.permutation is not None and report.permutation.p_value < 0.05

@@ -49,7 +49,8 @@ def tau2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def trained(tau2: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     out = tmp_path_factory.mktemp("model") / "pilot.json"
-    return train([tau2], out=out, force=True, shuffles=1, permutations=19), out
+    # leave-one-agent-out is tests/test_held_out.py's subject; here the fit and its own figures are
+    return train([tau2], out=out, force=True, shuffles=1, permutations=19, held_out_agents=False), out
 
 
 # -- the fit on real runs ------------------------------------------------------------------------------------
@@ -75,7 +76,7 @@ def test_train_reports_out_of_fold_figures_and_writes_a_versioned_model(trained:
     assert trained_on["failure_rate"] == round(321 / 586, 4) and trained_on["date"].startswith("20")
     assert "llm_agent:airline|grok-3" in trained_on["agents"]
     assert data["features"] == list(FEATURES)
-    assert data["skip"]["max_false_stops"] == 0.01 and data["fsm"]["skip_window"] in (2, 3, 5)
+    assert data["skip"]["max_false_stops"] == 0.02 and data["fsm"]["skip_window"] in (2, 3, 5)
     assert data["skip"]["on"] == float(report.skip_on)  # off when no threshold held the bound on unseen runs
     assert data["trained"]["permutation_test"]["permutations"] == 19
     model = PilotModel.load(out)
@@ -104,7 +105,7 @@ def test_the_thresholds_keep_the_false_stop_budget_on_the_fits_own_scores(traine
     skip = next(s for s in result.report.stopping if "SKIP" in s.rule)
     # cross-fitted (chosen without the runs they judge), and held as an upper bound, not only on average
     successful = result.report.runs - result.report.failed
-    assert wilson_upper(round(skip.stopped_successful * successful), successful) <= 0.01
+    assert wilson_upper(round(skip.stopped_successful * successful), successful) <= 0.02
 
 
 # -- the runtime score is the training definition -----------------------------------------------------------

@@ -310,6 +310,8 @@ def test_the_features_of_a_first_run_against_the_prior() -> None:
         0.0, 0.0, 0.0,
         log1p(300 / 1) - 7.0,
         log1p(1), log1p(16), log1p(300),  # the same-prefix size signals: steps, characters, largest call so far
+        # the progress signals: one step since a change (none yet), no change, no repeat, a failing observation
+        log1p(1), 0.0, 0.0, 0.0, log1p(1), 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
     ]  # fmt: skip
     assert first.features == pytest.approx(want, abs=1e-12)
     second = run.observe(ScorerStep(thought="", action="bash", action_input="ls", tokens=100)).features
@@ -323,6 +325,7 @@ def test_the_features_of_a_first_run_against_the_prior() -> None:
         0.0, 0.0, 0.0,
         log1p(300 / 2) - 7.0,
         log1p(2), log1p(18), log1p(300),
+        log1p(2), 0.0, 1 / 2, log1p(1), 0.0, 1 / 2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,  # `ls` again: a repeat, no failure
     ]  # fmt: skip
     assert second == pytest.approx(want2, abs=1e-12)
 

@@ -1,7 +1,9 @@
 """Leave one agent out: does a pilot fitted on some agents say anything about an agent it never saw?
 
 For each agent in turn (:func:`agent_unit`: the model behind the agent key, so one model's runs on a domain and
-on its policy variants are one agent), the whole fitting procedure runs on the *other* agents' runs only: the
+on its policy variants are one agent), the whole fitting procedure runs on the *other* agents' runs only (those
+of its kind, :func:`agent_kind`, coding or tool use, when its kind has another agent: a pilot is a default for
+a kind of agent; else all the others, and the report says so): the
 prior, the model family (chosen by an inner cross-validation that itself holds agents out when it has two or
 more, so it prefers what transfers), the weights, and the SLOW/SKIP thresholds (chosen on the training side's
 out-of-fold scores for the false-stop budget). The held-out agent is then scored with the live view (the same
@@ -25,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -57,6 +59,21 @@ EARLY_STEP = 10
 #: (Wilson z = 1 with no false stop: 1 / (n + 1)), so it does not decide whether SKIP holds.
 MIN_SUCCESSFUL = 50
 _THRESHOLD_FOLDS = 5  # the training side's out-of-fold scores the thresholds are chosen on
+
+
+#: An agent whose calls are mostly shell or editor commands is a coding agent; any other, a tool-use agent (a
+#: customer-service agent calling its domain's tools).
+CODING, TOOL_USE = "coding", "tool use"
+
+
+def agent_kind(runs: Sequence[LabelledRun]) -> str:
+    """:data:`CODING` when at least half of the runs' calls are shell or editor commands, else :data:`TOOL_USE`:
+    the kind of agent a pilot is fitted for (the defaults are per kind), from what the agent did, label-free."""
+    from rb_otel.steering.pilot.progress import is_shell
+
+    calls = [s for r in runs for s in r.steps if s.action is not None]
+    coding = sum(is_shell(s.action or "", s.action_input or "") or "editor" in (s.action or "") for s in calls)
+    return CODING if calls and coding >= len(calls) / 2 else TOOL_USE
 
 
 def agent_unit(run: LabelledRun) -> str:
@@ -125,6 +142,8 @@ class HeldOutAgent:
     skip: SkipFigures  # SKIP relative to the agent (the rule a held-out agent is judged by)
     absolute_skip: SkipFigures  # SKIP at the training side's absolute threshold, for comparison
     skip_rule: dict[str, float] | None = None  # the relative rule chosen on the training agents
+    kind: str = ""  # the agent's kind (agent_kind): coding, or tool use
+    across_kinds: bool = False  # fitted on agents of another kind (its kind had no other agent)
 
     def margin(self, *, early: bool, either: bool = False) -> float:
         """The fit's AUROC above the best size baseline (oriented by the training agents, or ``either`` way)."""
@@ -141,6 +160,8 @@ class HeldOutAgent:
             "trained_on": list(self.trained_on),
             "training_runs": self.training_runs,
             "family": self.family,
+            "kind": self.kind,
+            "fitted_across_kinds": self.across_kinds,
             "last_step": {
                 "auroc": self.last_step,
                 "baselines": [b.as_dict() for b in self.last_baselines],
@@ -206,9 +227,10 @@ class HeldOutReport:
         for a in self.agents:
             best_last = max((b.oriented for b in a.last_baselines), default=float("nan"))
             best_early = max((b.oriented for b in a.early_baselines), default=float("nan"))
+            where = "of any kind" if a.across_kinds else f"of its kind, {a.kind}"
             out.append(
                 f"  {a.agent} ({a.runs} runs, {a.failed} failed; fitted on {a.training_runs} runs of "
-                f"{len(a.trained_on)} other agent(s), {a.family}): last step {a.last_step:.3f} vs size "
+                f"{len(a.trained_on)} other agent(s) {where}, {a.family}): last step {a.last_step:.3f} vs size "
                 f"{best_last:.3f}; step {EARLY_STEP} {a.early:.3f} vs size so far {best_early:.3f} "
                 f"({a.early_runs} runs still going); SKIP: {a.skip.why}"
             )
@@ -405,13 +427,17 @@ def leave_one_agent_out(
     keep_tasks_apart: bool = False,
     seed: int = 0,
     min_runs: int = 20,
+    within_kind: bool = True,
     progress: Callable[[str], None] | None = None,
     fit: Callable[..., Any] = fit_candidate,
 ) -> HeldOutReport:
-    """Hold each agent out in turn (module docstring). An agent with fewer than ``min_runs`` runs or one outcome
-    only is not held out (listed in ``skipped`` with why); its runs still train the others."""
+    """Hold each agent out in turn (module docstring). ``within_kind``: fit on the other agents of its kind
+    (:func:`agent_kind`) when there are any, else on all the others (``across_kinds`` says so). An agent with fewer
+    than ``min_runs`` runs or one outcome only is not held out (listed in ``skipped`` with why); its runs still
+    train the others."""
     say = progress or (lambda _: None)
     units = [agent_unit(r) for r in runs]
+    kinds = {u: agent_kind([r for r, v in zip(runs, units, strict=True) if v == u]) for u in set(units)}
     report = HeldOutReport([], max_false_stops, keep_tasks_apart)
     for agent in sorted(set(units)):
         held = [r for r, u in zip(runs, units, strict=True) if u == agent]
@@ -419,17 +445,20 @@ def leave_one_agent_out(
             report.skipped[agent] = f"{len(held)} runs, {sum(r.failed for r in held)} failed"
             continue
         tasks = {r.group for r in held} if keep_tasks_apart else set()
-        train = [r for r, u in zip(runs, units, strict=True) if u != agent and r.group not in tasks]
+        kind = kinds[agent]
+        # fitted on the other agents of its kind when there are any (a pilot is a default for its kind), else on all
+        across = within_kind and not any(kinds[u] == kind for u in kinds if u != agent)
+        pool = {u for u in kinds if u != agent and (across or not within_kind or kinds[u] == kind)}
+        train = [r for r, u in zip(runs, units, strict=True) if u in pool and r.group not in tasks]
         if len(train) < min_runs or len({r.failed for r in train}) < 2:
             report.skipped[agent] = f"only {len(train)} training runs left without its agent and tasks"
             continue
         if len({r.group for r in train}) < _THRESHOLD_FOLDS:
             report.skipped[agent] = f"its training runs are in fewer than {_THRESHOLD_FOLDS} task groups"
             continue
-        say(f"holding out {agent}: fitting on {len(train)} runs of the other agents")
-        report.agents.append(
-            held_out_agent(train, held, agent=agent, max_false_stops=max_false_stops, seed=seed, fit=fit)
-        )
+        say(f"holding out {agent} ({kind}): fitting on {len(train)} runs of the other agents")
+        figures = held_out_agent(train, held, agent=agent, max_false_stops=max_false_stops, seed=seed, fit=fit)
+        report.agents.append(replace(figures, kind=kind, across_kinds=across and within_kind))
     return report
 
 

@@ -35,6 +35,16 @@ from grafana_foundation_sdk.models import prometheus as prometheus_models
 
 ROOT = Path(__file__).resolve().parent.parent
 PROM_UID = "prometheus"
+CLICKHOUSE_UID = "clickhouse"
+CLICKHOUSE = {"type": "grafana-clickhouse-datasource", "uid": CLICKHOUSE_UID}
+#: The table the Collector's clickhouse exporter writes (collector/clickhouse.yaml: database otel).
+TRACES = "otel.otel_traces"
+RUNS = "startsWith(SpanName, 'invoke_agent') AND SpanAttributes['gen_ai.operation.name'] = 'invoke_agent'"
+CH_AGENT = "SpanAttributes['gen_ai.agent.name'] IN (${agent:singlequote})"
+#: The chat spans of the selected agents' runs (a chat span carries no agent name: its run span does).
+CH_STEPS = (f"startsWith(SpanName, 'chat') AND SpanAttributes['rb.fsm_state'] != '' AND TraceId IN "
+            f"(SELECT TraceId FROM {TRACES} WHERE {RUNS} AND {CH_AGENT} AND $__timeFilter(Timestamp))")  # fmt: skip
+CH_EXPERIMENT = "SpanAttributes['rb.experiment.id'] IN (${experiment:singlequote})"
 TEMPO_UID = "tempo"
 JAEGER_UID = "jaeger"
 AGENT = 'gen_ai_agent_name=~"$agent"'
@@ -347,6 +357,7 @@ class Dashboard:
                 dashboard.DashboardLink(link["title"]).type(dashboard_models.DashboardLinkType.LINK).url(link["url"])
             )
         self._count = 0
+        self._sql: dict[int, tuple[str | None, str]] = {}
 
     def panel(
         self,
@@ -360,8 +371,13 @@ class Dashboard:
         width: int = 12,
         stacked: bool = False,
         instant: bool = False,
+        sql: str | None = None,
     ) -> None:
+        """One panel; ``targets`` are its PromQL queries and legends, ``sql`` the same measure over the traces in
+        ClickHouse (``otel_traces``, the grafana-clickhouse-datasource query model), or ``None`` for a measure
+        only the metrics have: the ClickHouse rendering leaves that panel out."""
         self._count += 1
+        self._sql[self._count] = (sql, "table" if instant or kind in ("table", "bargauge") else "timeseries")
         panel = (
             PANELS[kind]()
             .id(self._count)
@@ -392,6 +408,29 @@ class Dashboard:
             panel["options"] = panel["options"] or {}  # a panel without options: Grafana reads an object, not null
         return board
 
+    def render_clickhouse(self, variables: list[dict[str, Any]]) -> dict[str, Any]:
+        """The same dashboard over the traces in ClickHouse: the panels that have SQL, their queries in the
+        grafana-clickhouse-datasource model, ``variables`` in place of the Prometheus ones, the uid and title
+        marked. The layout, units and descriptions are the Prometheus dashboard's."""
+        board = self.render()
+        board["uid"] = f"{board['uid']}-ch"
+        board["title"] = f"{board['title']} (ClickHouse)"
+        board["tags"] = [*board["tags"], "clickhouse"]
+        panels = []
+        for panel in board["panels"]:
+            sql, shape = self._sql[panel["id"]]
+            if sql is None:
+                continue
+            panel["datasource"] = dict(CLICKHOUSE)
+            panel["targets"] = [{"refId": "A", "datasource": dict(CLICKHOUSE), "editorType": "sql",
+                                 "format": 1 if shape == "table" else 0, "queryType": shape,
+                                 "rawSql": " ".join(sql.split())}]  # fmt: skip
+            panel.pop("interval", None)
+            panels.append(panel)
+        board["panels"] = panels
+        board["templating"]["list"] = variables
+        return board
+
 
 def _encoded(model: object) -> dict[str, Any]:
     """An SDK model as the plain JSON-ready dict Grafana reads."""
@@ -414,6 +453,9 @@ def fsm_overview() -> Dashboard:
         [(f"sum by (rb_fsm_state) (rate(rb_steps_total{{{AGENT_MODEL}}}[$__rate_interval]))", "{{rb_fsm_state}}")],
         unit="reqps",
         stacked=True,
+        sql=f"SELECT $__timeInterval(Timestamp) AS time, SpanAttributes['rb.fsm_state'] AS state, "
+        f"count() / $__interval_s AS calls FROM {TRACES} WHERE $__timeFilter(Timestamp) AND {CH_STEPS} "
+        "GROUP BY time, state ORDER BY time",
     )
     d.panel(
         "State transitions (from -> to)",
@@ -425,6 +467,10 @@ def fsm_overview() -> Dashboard:
             )
         ],
         instant=True,
+        sql=f"SELECT concat(e.3['rb.fsm.from'], ' -> ', e.3['rb.fsm.to']) AS transition, count() AS times "
+        f"FROM {TRACES} ARRAY JOIN arrayZip(Events.Timestamp, Events.Name, Events.Attributes) AS e "
+        f"WHERE $__timeFilter(Timestamp) AND e.2 = 'rb.fsm.transition' AND {RUNS} AND {CH_AGENT} "
+        "GROUP BY transition ORDER BY times DESC",
     )
     d.panel(
         "Difficulty distribution",
@@ -432,6 +478,9 @@ def fsm_overview() -> Dashboard:
         [(f"sum by (le) (increase(rb_step_difficulty_bucket{{{AGENT}}}[$__range]))", "{{le}}")],
         instant=True,
         description="Scored steps per difficulty bucket.",
+        sql="SELECT toString(ceil(toFloat64OrZero(SpanAttributes['rb.difficulty']) * 10) / 10) AS le, count() AS steps "
+        f"FROM {TRACES} WHERE $__timeFilter(Timestamp) AND {CH_STEPS} AND SpanAttributes['rb.difficulty'] != '' "
+        "GROUP BY le ORDER BY le",
     )
     d.panel(
         "Difficulty heatmap",
@@ -449,6 +498,9 @@ def fsm_overview() -> Dashboard:
         ],
         links=True,
         description="Click a point for the SKIP runs in Tempo or Jaeger.",
+        sql=f"SELECT $__timeInterval(Timestamp) AS time, SpanAttributes['gen_ai.agent.name'] AS agent, "
+        f"countIf(SpanAttributes['rb.entered_skip'] = 'true') AS skip_runs FROM {TRACES} "
+        f"WHERE $__timeFilter(Timestamp) AND {RUNS} AND {CH_AGENT} GROUP BY time, agent ORDER BY time",
     )
     d.panel(
         "Outcomes by max state",
@@ -461,12 +513,18 @@ def fsm_overview() -> Dashboard:
         ],
         instant=True,
         links=True,
+        sql="SELECT SpanAttributes['rb.outcome'] AS outcome, SpanAttributes['rb.max_state'] AS max_state, "
+        f"count() AS runs FROM {TRACES} WHERE $__timeFilter(Timestamp) AND {RUNS} AND {CH_AGENT} "
+        "GROUP BY outcome, max_state ORDER BY runs DESC",
     )
     d.panel(
         "Finished runs by outcome",
         "timeseries",
         [(f"sum by (rb_outcome) (rate(rb_runs_total{{{AGENT}}}[$__rate_interval]))", "{{rb_outcome}}")],
         unit="reqps",
+        sql=f"SELECT $__timeInterval(Timestamp) AS time, SpanAttributes['rb.outcome'] AS outcome, "
+        f"count() / $__interval_s AS runs FROM {TRACES} WHERE $__timeFilter(Timestamp) AND {RUNS} AND {CH_AGENT} "
+        "GROUP BY time, outcome ORDER BY time",
     )
     return d
 
@@ -630,6 +688,9 @@ def experiments() -> Dashboard:
         ],
         unit="percentunit",
         description="Finished runs that succeeded, per arm (the report's Newcombe interval: rb-otel ab-report).",
+        sql=f"SELECT $__timeInterval(Timestamp) AS time, SpanAttributes['rb.experiment.arm'] AS arm, "
+        f"countIf(SpanAttributes['rb.outcome'] = 'success') / count() AS success_rate FROM {TRACES} "
+        f"WHERE $__timeFilter(Timestamp) AND {RUNS} AND {CH_EXPERIMENT} GROUP BY time, arm ORDER BY time",
     )
     d.panel(
         "Runs by arm and outcome",
@@ -641,11 +702,17 @@ def experiments() -> Dashboard:
             )
         ],
         instant=True,
+        sql="SELECT SpanAttributes['rb.experiment.arm'] AS arm, SpanAttributes['rb.outcome'] AS outcome, "
+        f"count() AS runs FROM {TRACES} WHERE $__timeFilter(Timestamp) AND {RUNS} AND {CH_EXPERIMENT} "
+        "GROUP BY arm, outcome ORDER BY arm, outcome",
     )
     d.panel(
         "Tokens per run by arm (mean)",
         "timeseries",
         [(_by_arm("rb_run_tokens_sum") + " / " + _by_arm("rb_run_tokens_count"), "{{rb_experiment_arm}}")],
+        sql=f"SELECT $__timeInterval(Timestamp) AS time, SpanAttributes['rb.experiment.arm'] AS arm, "
+        f"avg(toInt64OrZero(SpanAttributes['rb.tokens'])) AS tokens FROM {TRACES} "
+        f"WHERE $__timeFilter(Timestamp) AND {RUNS} AND {CH_EXPERIMENT} GROUP BY time, arm ORDER BY time",
     )
     d.panel(
         "Tokens per run by arm (median)",
@@ -657,6 +724,9 @@ def experiments() -> Dashboard:
                 "{{rb_experiment_arm}}",
             )
         ],
+        sql=f"SELECT $__timeInterval(Timestamp) AS time, SpanAttributes['rb.experiment.arm'] AS arm, "
+        f"quantile(0.5)(toInt64OrZero(SpanAttributes['rb.tokens'])) AS tokens FROM {TRACES} "
+        f"WHERE $__timeFilter(Timestamp) AND {RUNS} AND {CH_EXPERIMENT} GROUP BY time, arm ORDER BY time",
     )
     d.panel(
         "Estimated cost per run by arm",
@@ -669,6 +739,9 @@ def experiments() -> Dashboard:
         ],
         unit="currencyUSD",
         description="Mean tokens per run at the price chosen above (per model pricing: rb-otel ab-report --prices).",
+        sql=f"SELECT $__timeInterval(Timestamp) AS time, SpanAttributes['rb.experiment.arm'] AS arm, "
+        f"avg(toInt64OrZero(SpanAttributes['rb.tokens'])) * $price_per_mtok / 1000000 AS cost FROM {TRACES} "
+        f"WHERE $__timeFilter(Timestamp) AND {RUNS} AND {CH_EXPERIMENT} GROUP BY time, arm ORDER BY time",
     )
     d.panel(
         "Characters saved per run by arm (TokenSavingMiddleware)",
@@ -692,6 +765,80 @@ DASHBOARDS = {
 }
 
 
+def _ch_variable(name: str, label: str, sql: str) -> dict[str, Any]:
+    """A multi-value "All"-able variable from a ClickHouse query (every value when "All")."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": dict(CLICKHOUSE),
+        "query": " ".join(sql.split()),
+        "definition": " ".join(sql.split()),
+        "includeAll": True,
+        "multi": True,
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "refresh": 2,
+        "sort": 1,
+    }
+
+
+def _agent_variables() -> list[dict[str, Any]]:
+    return [_ch_variable("agent", "Agent", f"SELECT DISTINCT SpanAttributes['gen_ai.agent.name'] FROM {TRACES} "
+                         f"WHERE {RUNS} AND $__timeFilter(Timestamp)")]  # fmt: skip
+
+
+def _experiment_variables() -> list[dict[str, Any]]:
+    price = _encoded(PRICE_VARIABLE.build())
+    experiment = _ch_variable("experiment", "Experiment", "SELECT DISTINCT SpanAttributes['rb.experiment.id'] "
+                              f"FROM {TRACES} WHERE {RUNS} AND SpanAttributes['rb.experiment.id'] != '' "
+                              "AND $__timeFilter(Timestamp)")  # fmt: skip
+    return [experiment, price]
+
+
+#: The dashboards rendered for a ClickHouse datasource too (the traces in otel_traces), with their variables.
+CLICKHOUSE_DASHBOARDS: dict[str, tuple[Callable[[], Dashboard], Callable[[], list[dict[str, Any]]]]] = {
+    "fsm-overview.json": (fsm_overview, _agent_variables),
+    "experiments.json": (experiments, _experiment_variables),
+}
+
+#: The SKIP alert over the traces in ClickHouse: runs of each agent that entered SKIP in the last 5 minutes.
+CLICKHOUSE_SKIP_SQL = (
+    f"SELECT SpanAttributes['gen_ai.agent.name'] AS gen_ai_agent_name, "
+    f"countIf(SpanAttributes['rb.entered_skip'] = 'true') AS skip_runs FROM {TRACES} "
+    f"WHERE {RUNS} AND Timestamp >= now() - INTERVAL 5 MINUTE GROUP BY gen_ai_agent_name"
+)
+
+
+def clickhouse_alerts() -> dict[str, Any]:
+    """RbOtelRunEnteredSkip in its ClickHouse form: the same title, labels and annotations as the Prometheus
+    rule, its data a ClickHouse query (one row per agent), fired when an agent has a SKIP run."""
+    alert = next(a for a in ALERTS if a["alert"] == "RbOtelRunEnteredSkip")
+    query = {"refId": "A", "datasourceUid": CLICKHOUSE_UID, "relativeTimeRange": {"from": 600, "to": 0},
+             "model": {"refId": "A", "datasource": dict(CLICKHOUSE), "editorType": "sql", "format": 1,
+                       "queryType": "table", "rawSql": CLICKHOUSE_SKIP_SQL}}  # fmt: skip
+    threshold = {"refId": "B", "datasourceUid": "__expr__", "relativeTimeRange": {"from": 0, "to": 0},
+                 "model": {"refId": "B", "type": "threshold", "expression": "A",
+                           "conditions": [{"evaluator": {"type": "gt", "params": [0]}}]}}  # fmt: skip
+    rule = {
+        "uid": "rb-otel-run-entered-skip-ch",
+        "title": f"{alert['alert']} (ClickHouse)",
+        "condition": "B",
+        "data": [query, threshold],
+        "for": alert["for"],
+        "noDataState": "OK",
+        "execErrState": "Error",
+        "labels": {"severity": alert["severity"], "team": "agents"},
+        "annotations": {
+            "summary": alert["summary"],
+            "description": alert["description"],
+            "runbook": alert["runbook"],
+            "runbook_url": RUNBOOK,
+        },
+    }
+    group = {"orgId": 1, "name": "rb-otel-clickhouse", "folder": "rb-otel", "interval": "1m", "rules": [rule]}
+    return {"apiVersion": 1, "groups": [group]}
+
+
 class _Dumper(yaml.SafeDumper):
     """Multi-line strings (PromQL) as literal blocks, so the rules read like the source."""
 
@@ -713,10 +860,16 @@ def outputs() -> dict[Path, str]:
         ROOT / "grafana" / "dashboards" / name: json.dumps(build().render(), indent=2) + "\n"
         for name, build in DASHBOARDS.items()
     }
+    for name, (build, variables) in CLICKHOUSE_DASHBOARDS.items():
+        board = build().render_clickhouse(variables())
+        files[ROOT / "grafana" / "dashboards-clickhouse" / name] = json.dumps(board, indent=2) + "\n"
     header = "# Generated by grafana/generate.py from one alert definition; edit that file, not this one.\n"
     files[ROOT / "prometheus" / "rb-otel.rules.yml"] = header + _yaml(prometheus_rules())
     files[ROOT / "prometheus" / "rb-otel.rules.test.yml"] = header + _yaml(promtool_tests())
     files[ROOT / "grafana" / "provisioning" / "alerting" / "rb-otel-alerts.yaml"] = header + _yaml(grafana_alerts())
+    files[ROOT / "grafana" / "provisioning" / "alerting" / "rb-otel-alerts-clickhouse.yaml"] = header + _yaml(
+        clickhouse_alerts()
+    )
     return files
 
 

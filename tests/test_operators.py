@@ -96,6 +96,77 @@ def test_dashboards_structure() -> None:
         assert not metric_names(expr) - SERIES
 
 
+CLICKHOUSE_DASHBOARDS = sorted((ROOT / "grafana" / "dashboards-clickhouse").glob("*.json"))
+
+
+def _clickhouse_queries() -> list[tuple[str, str]]:
+    """Every SQL the ClickHouse dashboards, their variables and the ClickHouse alert rule send."""
+    out = []
+    for path in CLICKHOUSE_DASHBOARDS:
+        board = json.loads(path.read_text())
+        out += [(f"{path.name}: {p['title']}", t["rawSql"]) for p in board["panels"] for t in p["targets"]]
+        out += [(f"{path.name}: ${v['name']}", v["query"]) for v in board["templating"]["list"] if v["type"] == "query"]
+    rules = yaml.safe_load((ROOT / "grafana/provisioning/alerting/rb-otel-alerts-clickhouse.yaml").read_text())
+    out += [(r["title"], d["model"]["rawSql"]) for r in rules["groups"][0]["rules"] for d in r["data"] if
+            "rawSql" in d["model"]]  # fmt: skip
+    return out
+
+
+def test_clickhouse_dashboards_are_the_prometheus_panels_over_the_traces() -> None:
+    """The same panel definitions: each ClickHouse panel is a panel of the Prometheus dashboard of the same name
+    (id, title, kind, unit), its queries on the provisioned ClickHouse datasource, its variables defined."""
+    provisioned = yaml.safe_load((ROOT / "grafana/provisioning/datasources/datasources.yaml").read_text())
+    kinds = {d["uid"]: d["type"] for d in provisioned["datasources"]}
+    assert kinds["clickhouse"] == "grafana-clickhouse-datasource"
+    assert [p.name for p in CLICKHOUSE_DASHBOARDS] == ["experiments.json", "fsm-overview.json"]
+    for path in CLICKHOUSE_DASHBOARDS:
+        board = json.loads(path.read_text())
+        twin = json.loads((ROOT / "grafana" / "dashboards" / path.name).read_text())
+        assert board["uid"] == twin["uid"] + "-ch"
+        by_id = {p["id"]: p for p in twin["panels"]}
+        assert len(board["panels"]) >= len(twin["panels"]) - 3  # only the metrics-only measures are left out
+        defined = {f"${v['name']}" for v in board["templating"]["list"]}
+        for panel in board["panels"]:
+            prom = by_id[panel["id"]]
+            assert (panel["title"], panel["type"], panel["fieldConfig"]) == (prom["title"], prom["type"],
+                                                                             prom["fieldConfig"])  # fmt: skip
+            for target in panel["targets"]:
+                assert target["datasource"]["uid"] == "clickhouse" and target["editorType"] == "sql"
+                used = {f"${m}" for m in re.findall(r"\$\{?([a-z_]+)", target["rawSql"]) if not m.startswith("__")}
+                assert used <= defined, f"{path.name}/{panel['title']}: undefined variable {used - defined}"
+
+
+def _grafana_macros(sql: str) -> str:
+    """The plugin's macros and variables as Grafana would expand them for the demo's spans."""
+    sql = re.sub(r"\$__timeFilter\((\w+)\)", r"(\1 >= now() - INTERVAL 30 DAY AND \1 <= now() + INTERVAL 1 DAY)", sql)
+    sql = re.sub(r"\$__timeInterval\((\w+)\)", r"toStartOfInterval(\1, INTERVAL 15 second)", sql)
+    sql = sql.replace("$__interval_s", "15").replace("$price_per_mtok", "5")
+    sql = sql.replace("${agent:singlequote}", "'demo-easy', 'demo-stalled', 'demo-struggling', 'demo-tool-error'")
+    return sql.replace("${experiment:singlequote}", "'demo-experiment'")
+
+
+def test_every_clickhouse_query_runs_on_the_exporters_schema(tmp_path: Path) -> None:
+    """Each panel's, variable's and alert's SQL, run by ClickHouse's own engine (chdb) on the exporter's table
+    holding the spans of a real demo run; the SKIP panel and the alert's query find the stalled run."""
+    from rb_otel.analysis.sources import ChdbSource
+
+    done = subprocess.run([sys.executable, "-m", "rb_otel.cli", "demo", "--out", str(tmp_path), "--experiment", "24"],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    source = ChdbSource(files=[tmp_path / "traces.jsonl"], database="otel")
+    try:
+        empty = []
+        for name, sql in _clickhouse_queries():
+            rows = source._rows(_grafana_macros(sql))
+            if not rows:
+                empty.append(name)
+        skip = source._rows(_grafana_macros(next(q for n, q in _clickhouse_queries() if "(ClickHouse)" in n)))
+    finally:
+        source.close()
+    assert empty == [], f"queries that found nothing in the demo's spans: {empty}"
+    assert any(agent == "demo-stalled" and int(count) > 0 for agent, count in skip)
+
+
 def test_alert_rules_have_summary_description_and_runbook() -> None:
     for rule in yaml.safe_load(RULES.read_text())["groups"][0]["rules"]:
         assert {"summary", "description", "runbook", "runbook_url"} <= set(rule["annotations"]), rule["alert"]
@@ -117,14 +188,29 @@ CONTRIB = {
         "k8sattributes",
         "resourcedetection",
     },
-    "exporters": {"otlp", "otlphttp", "prometheus", "prometheusremotewrite", "loadbalancing", "debug", "file", "kafka"},
+    "exporters": {
+        "otlp",
+        "otlphttp",
+        "prometheus",
+        "prometheusremotewrite",
+        "loadbalancing",
+        "debug",
+        "file",
+        "kafka",
+        "clickhouse",
+    },
     "extensions": {"health_check", "pprof", "zpages", "basicauth", "bearertokenauth"},
 }
 
 
 @pytest.mark.parametrize(
     "config",
-    ["collector/otelcol-contrib.yaml", "collector/gateway/agent-tier.yaml", "collector/gateway/sampling-tier.yaml"],
+    [
+        "collector/otelcol-contrib.yaml",
+        "collector/gateway/agent-tier.yaml",
+        "collector/gateway/sampling-tier.yaml",
+        "collector/clickhouse.yaml",
+    ],
 )
 def test_collector_configs_are_complete(config: str) -> None:
     cfg = yaml.safe_load((ROOT / config).read_text())
@@ -139,7 +225,9 @@ def test_collector_configs_are_complete(config: str) -> None:
     for kind in ("receivers", "exporters", "extensions"):
         for name, spec in (cfg.get(kind) or {}).items():
             for endpoint in re.findall(r"'endpoint': '([^']+)'", str(spec)):
-                assert re.match(r"^(https?://)?[\w.\-]+:\d+", endpoint), f"{name}: endpoint without host:port"
+                assert re.match(r"^((https?|tcp|clickhouse)://)?[\w.\-]+:\d+", endpoint), (
+                    f"{name}: endpoint without host:port"
+                )
 
 
 def test_docker_compose_pins_images_and_has_no_default_password() -> None:

@@ -94,6 +94,10 @@ SELECT
         AS Duration,
     {_STATUS}[JSONExtractInt(JSONExtractRaw(sp, 'status'), 'code') + 1] AS StatusCode,
     JSONExtractString(JSONExtractRaw(sp, 'status'), 'message') AS StatusMessage,
+    arrayMap(e -> fromUnixTimestamp64Nano(toInt64(JSONExtractString(e, 'timeUnixNano'))),
+             JSONExtractArrayRaw(sp, 'events')) AS `Events.Timestamp`,
+    arrayMap(e -> JSONExtractString(e, 'name'), JSONExtractArrayRaw(sp, 'events')) AS `Events.Name`,
+    arrayMap(e -> {_attributes("e")}, JSONExtractArrayRaw(sp, 'events')) AS `Events.Attributes`,
     arrayMap(l -> JSONExtractString(l, 'traceId'), JSONExtractArrayRaw(sp, 'links')) AS `Links.TraceId`,
     arrayMap(l -> JSONExtractString(l, 'spanId'), JSONExtractArrayRaw(sp, 'links')) AS `Links.SpanId`
 FROM file({{files}}, 'JSONAsString', 'json String')

@@ -34,9 +34,10 @@ __all__ = ["ENGINES", "ChdbSource", "ClickHouseSource", "FilesSource", "RunsSour
 ENGINES = ("python", "chdb")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^\"')(]+)")
-_INSERT_COLUMNS = ("Timestamp, TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind, ServiceName, "
-                   "ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode, StatusMessage, "
-                   "`Links.TraceId`, `Links.SpanId`")  # fmt: skip
+_INSERT_COLUMNS = ", ".join(("Timestamp", "TraceId", "SpanId", "ParentSpanId", "TraceState", "SpanName", "SpanKind",
+                             "ServiceName", "ResourceAttributes", "ScopeName", "ScopeVersion", "SpanAttributes",
+                             "Duration", "StatusCode", "StatusMessage", "`Events.Timestamp`", "`Events.Name`",
+                             "`Events.Attributes`", "`Links.TraceId`", "`Links.SpanId`"))  # fmt: skip
 
 
 _QUIET = logging.NullHandler()

@@ -66,6 +66,55 @@ def _calls_per_run(run: Any, runs: int = 5) -> float:
     return float(pstats.Stats(profile).total_calls) / runs  # type: ignore[attr-defined]
 
 
+#: Where a Python call goes, by the file of its function: rb-otel's layers first (a path fragment each), then the
+#: official GenAI instrumentation, the OpenTelemetry SDK and the framework. The first fragment that matches wins.
+_LC = "rb_otel/integrations/langchain/"
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("the scripted model (rb_otel.testing)", ("rb_otel/testing",)),
+    ("rb-otel: steering step", ("rb_otel/steering/",)),
+    ("rb-otel: callbacks", tuple(_LC + m for m in ("_guard", "lifecycle", "model_calls", "tool_calls"))),
+    ("rb-otel: LangGraph state", tuple(_LC + m for m in ("state", "resume", "_graph_context", "runs"))),
+    ("rb-otel: attribute mapping", tuple(f"rb_otel/telemetry/{m}" for m in ("attributes", "content", "sums",
+                                                                             "run_tally"))),
+    ("rb-otel: export hand-over", ("rb_otel/telemetry/batch", "rb_otel/telemetry/export")),
+    ("rb-otel: span building", ("rb_otel/telemetry/",)),
+    ("rb-otel: middleware and the rest", ("rb_otel/",)),
+    ("official GenAI instrumentation", ("opentelemetry/instrumentation/genai", "opentelemetry/util/genai")),
+    ("other instrumentation", ("opentelemetry/instrumentation/", "openinference/", "traceloop/", "agento11y")),
+    ("OpenTelemetry SDK and API", ("opentelemetry/",)),
+    ("LangChain and LangGraph", ("langchain", "langgraph", "langsmith")),
+)  # fmt: skip
+
+
+def _layer(filename: str) -> str:
+    path = filename.replace("\\", "/")
+    for name, fragments in LAYERS:
+        if any(f in path for f in fragments):
+            return name
+    return "Python and the rest"
+
+
+def layers_per_run(run: Any, runs: int = 5) -> dict[str, dict[str, float]]:
+    """Python calls and own time (ms) per run of each layer (cProfile: calls are deterministic, times are not and
+    include the profiler's overhead; read them as shares)."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(runs):
+        run()
+    profile.disable()
+    out: dict[str, dict[str, float]] = {}
+    for (filename, _line, _name), (_primitive, calls, own, _cumulative, _callers) in pstats.Stats(
+        profile
+    ).stats.items():  # type: ignore[attr-defined]
+        layer = out.setdefault(_layer(filename), {"calls": 0.0, "ms": 0.0})
+        layer["calls"] += calls / runs
+        layer["ms"] += own * 1000 / runs
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["calls"]))
+
+
 def _rss_mb() -> float:
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[1]) * 4096 / 1e6
@@ -172,9 +221,12 @@ def main() -> None:
     drain()
     calls = {n: _calls_per_run(lambda n=n: invoke(n)) for n in (5, 1)}
     drain()
+    layers = layers_per_run(lambda: invoke(5))
+    drain()
     gc.collect()
     rss_before = _rss_mb()
-    ready = {"ready": True, "variant": args.variant, "spans_per_run": spans_per_run, "calls_per_run": calls}
+    ready = {"ready": True, "variant": args.variant, "spans_per_run": spans_per_run, "calls_per_run": calls,
+             "layers": layers}  # fmt: skip
     print(json.dumps(ready), flush=True)
     for line in sys.stdin:
         command = line.split()

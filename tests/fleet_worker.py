@@ -23,8 +23,9 @@ from conftest import add, calc_script
 from langchain.agents import create_agent
 
 from rb_otel import ReasonBlocks
-from rb_otel.steering.baselines import agent_key
-from rb_otel.steering.pilot import PilotScorer, pilot_fsm_thresholds
+from rb_otel.backends.pilot import PilotScorer
+from rb_otel.steering.agent_keys import agent_key
+from rb_otel.steering.pilot import pilot_fsm_thresholds
 from rb_otel.testing import ScriptedChatModel
 
 

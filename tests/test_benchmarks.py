@@ -94,7 +94,11 @@ def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:
         assert done.returncode == 0, done.stderr[-2000:]
         ready, five, one, end = (json.loads(line) for line in done.stdout.strip().splitlines())
         calls = ready.pop("calls_per_run")
+        layers = ready.pop("layers")
         assert ready == {"ready": True, "variant": variant, "spans_per_run": spans}
+        # where the 5-call run's calls go, by layer: every call of the profile in one layer
+        assert "LangChain and LangGraph" in layers and all(v["calls"] > 0 for v in layers.values())
+        assert any(name.startswith("rb-otel:") for name in layers) == variant.startswith("rb-otel")
         assert set(calls) == {"5", "1"} and calls["5"] > calls["1"] > 1000  # Python calls per run of each workload
         assert len(five) == 3 and len(one) == 2 and all(t > 0 for t in five + one)
         assert set(end) == {"rss_growth_mb"}

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rb_otel.steering import fsm, scoring, text
+from rb_otel.steering import fsm, text
 from rb_otel.steering.monitors import features, v1
 from rb_otel.steering.monitors.features import StepFeatures
+from rb_otel.steering.scoring import heuristic as scoring
 
 # Letters, digits, "_", the stripped punctuation, path and quote characters, whitespace, and non-ASCII letters and
 # digits whose lower-casing or \w-ness is unusual ("İ" lowers to two characters, "²" is a digit, "\u00a0" a space).

@@ -23,20 +23,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rb_otel import ReasonBlocks
+from rb_otel.backends.baselines.cache import BaselineCache
+from rb_otel.backends.baselines.errors import SummaryStoreError
 from rb_otel.backends.baselines.redis_store import RedisSummaryStore
 from rb_otel.backends.baselines.sqlite_store import SqliteSummaryStore
-from rb_otel.steering.baseline_cache import BaselineStore
-from rb_otel.steering.baselines import (
-    MAX_RUNS,
-    AgentBaseline,
-    BaselineStoreError,
-    MemorySummaryStore,
-    RunSummary,
-    agent_key,
-    normalise_model,
-)
-from rb_otel.steering.pilot import PilotScorer
-from rb_otel.steering.scorers import ScorerStep
+from rb_otel.backends.pilot import PilotScorer
+from rb_otel.steering.agent_keys import agent_key, normalise_model
+from rb_otel.steering.pilot.baselines import MAX_RUNS, AgentBaseline, MemorySummaryStore, RunSummary
+from rb_otel.steering.scoring import ScorerStep
 
 WORKER = Path(__file__).resolve().parent / "fleet_worker.py"
 KEY = agent_key("coder", "@google/Gemini-3-Pro")
@@ -200,7 +194,7 @@ def _scored_runs(scorer: PilotScorer, n: int, agent: str) -> None:
         run.finish()
 
 
-def _threads(url: str, caplog: pytest.LogCaptureFixture) -> BaselineStore:
+def _threads(url: str, caplog: pytest.LogCaptureFixture) -> BaselineCache:
     scorer = PilotScorer(baselines=url)
     with caplog.at_level(logging.WARNING, logger="rb_otel"):
         threads = [threading.Thread(target=_scored_runs, args=(scorer, 150, "t|m")) for _ in range(4)]
@@ -314,19 +308,19 @@ def test_agents_beyond_the_bound_drop_the_least_recently_recorded(tmp_path: Path
 def test_a_file_that_is_not_a_baseline_store_is_refused(tmp_path: Path) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("hello")
-    with pytest.raises(BaselineStoreError, match=r"notes\.txt: not a baseline store \(neither a SQLite database"):
+    with pytest.raises(SummaryStoreError, match=r"notes\.txt: not a baseline store \(neither a SQLite database"):
         PilotScorer(baselines=str(text))
     other = tmp_path / "app.db"
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE users (id INTEGER)")
-    with pytest.raises(BaselineStoreError, match=r"app\.db: not a baseline store \(a SQLite database holding users\)"):
+    with pytest.raises(SummaryStoreError, match=r"app\.db: not a baseline store \(a SQLite database holding users\)"):
         ReasonBlocks(scorer="pilot", baselines=f"sqlite://{other}")
-    with pytest.raises(BaselineStoreError, match=r"the folder .*missing does not exist"):
+    with pytest.raises(SummaryStoreError, match=r"the folder .*missing does not exist"):
         PilotScorer(baselines=str(tmp_path / "missing" / "b.db"))
 
 
 def test_an_unknown_scheme_is_refused_with_the_known_ones() -> None:
-    with pytest.raises(BaselineStoreError, match=r"postgres://u:\*\*\*@db/x: unknown baseline store scheme 'postgres'"):
+    with pytest.raises(SummaryStoreError, match=r"postgres://u:\*\*\*@db/x: unknown baseline store scheme 'postgres'"):
         ReasonBlocks(scorer="pilot", baselines="postgres://u:hunter2@db/x")
     with pytest.raises(ValueError, match="baselines= is where scorer='pilot' keeps"):
         ReasonBlocks(baselines="sqlite:///tmp/x.db")
@@ -338,12 +332,10 @@ def test_a_redis_that_refuses_the_credentials_is_refused(tmp_path: Path) -> None
     server.start()
     try:
         wrong = f"redis://:wrong-password@127.0.0.1:{server.port}/0"
-        with pytest.raises(
-            BaselineStoreError, match=r"redis://:\*\*\*@127\.0\.0\.1:\d+/0: Redis refused the cred"
-        ) as e:
+        with pytest.raises(SummaryStoreError, match=r"redis://:\*\*\*@127\.0\.0\.1:\d+/0: Redis refused the cred") as e:
             PilotScorer(baselines=wrong)
         assert "wrong-password" not in str(e.value)
-        with pytest.raises(BaselineStoreError, match="Redis refused the credentials"):
+        with pytest.raises(SummaryStoreError, match="Redis refused the credentials"):
             PilotScorer(baselines=server.url)  # no password at all
         assert PilotScorer(baselines=f"redis://:right-password@127.0.0.1:{server.port}/0").baselines.url.count("***")
     finally:
@@ -450,7 +442,7 @@ def test_store_failures_are_counted_as_metrics(otel: Any) -> None:
 def test_a_full_queue_drops_the_oldest_and_counts_it(otel: Any) -> None:
     from components import free_port
 
-    store = BaselineStore(f"redis://127.0.0.1:{free_port()}/0", queue_size=3)
+    store = BaselineCache(f"redis://127.0.0.1:{free_port()}/0", queue_size=3)
     events: list[tuple[str, int]] = []
     store.add_listener(lambda kind, n: events.append((kind, n)))
     for i in range(5):

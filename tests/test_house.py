@@ -187,7 +187,7 @@ def test_a_moved_name_still_works_and_warns_with_its_new_home(
 def test_rb_otel_pilot_scorer_is_the_fleet_pilot_and_pilot_by_name_is_too() -> None:
     import rb_otel
     from rb_otel.backends.pilot import PilotScorer
-    from rb_otel.steering.scorers import resolve_scorer
+    from rb_otel.steering.scoring import resolve_scorer
 
     assert rb_otel.PilotScorer is PilotScorer
     assert isinstance(resolve_scorer("pilot"), PilotScorer)

@@ -24,10 +24,14 @@ from typing import Any
 import pytest
 from components import RedisServer, free_port, wait_until
 
+from rb_otel.backends.baselines.cache import BaselineCache
+from rb_otel.backends.baselines.errors import SummaryStoreError
+from rb_otel.backends.baselines.opening import open_summary_store
 from rb_otel.backends.baselines.redis_store import RedisSummaryStore
 from rb_otel.backends.baselines.sqlite_store import SqliteSummaryStore
-from rb_otel.steering.baseline_cache import BaselineStore
-from rb_otel.steering.baselines import BaselineStoreError, RunSummary, agent_key, display_url, open_summary_store
+from rb_otel.backends.baselines.urls import display_url
+from rb_otel.steering.agent_keys import agent_key
+from rb_otel.steering.pilot.baselines import RunSummary
 from rb_otel.telemetry.batch import HANDOVER_BOUND_MS
 from rb_otel.telemetry.otlp_json import read_spans
 
@@ -293,7 +297,7 @@ def test_a_row_that_is_not_a_summary_is_skipped_with_one_warning(
 
     client = redis.Redis.from_url(redis_server.url)
     client.rpush(f"{store.prefix}runs:{KEY}", b"not json {", b"\xff\xfe")
-    cache = BaselineStore(store)
+    cache = BaselineCache(store)
     with caplog.at_level(logging.WARNING, logger="rb_otel.baselines"):
         for _ in range(5):
             assert cache.get(KEY).known == 2
@@ -322,8 +326,8 @@ def test_another_applications_database_is_left_byte_for_byte_unchanged(tmp_path:
         )
         db.commit()
     before = _sha(path)
-    with pytest.raises(BaselineStoreError, match=r"not a baseline store \(a SQLite database holding orders, users\)"):
-        BaselineStore(str(path))
+    with pytest.raises(SummaryStoreError, match=r"not a baseline store \(a SQLite database holding orders, users\)"):
+        BaselineCache(str(path))
     proc = _cli("baselines", str(path))
     assert proc.returncode == 2 and "orders, users" in proc.stderr and "Traceback" not in proc.stderr
     assert _sha(path) == before
@@ -408,10 +412,10 @@ def test_no_output_of_any_bad_input_holds_the_password(
             f"redis://:{SECRET}x@127.0.0.1:{port}/0",
             f"rediss://:{SECRET}@127.0.0.1:{port}/0",
         ):
-            with pytest.raises(BaselineStoreError) as raised:
-                BaselineStore(url)
+            with pytest.raises(SummaryStoreError) as raised:
+                BaselineCache(url)
             outputs.append(str(raised.value))
-        cache = BaselineStore(f"redis://:{SECRET}@127.0.0.1:{free_port()}/0")  # unreachable: fails open, logs
+        cache = BaselineCache(f"redis://:{SECRET}@127.0.0.1:{free_port()}/0")  # unreachable: fails open, logs
         cache.get(KEY)
         cache.close(timeout=0.5)
     outputs += [r.getMessage() for r in caplog.records]
@@ -425,7 +429,7 @@ def test_bad_input_is_one_line_naming_the_url(tmp_path: Path) -> None:
         ("redis://127.0.0.1:0/0", "the port is not a number"),
         (str(tmp_path / "missing" / "b.db"), "does not exist"),
     ]:
-        with pytest.raises(BaselineStoreError, match=problem) as raised:
+        with pytest.raises(SummaryStoreError, match=problem) as raised:
             open_summary_store(url)
         assert str(raised.value).startswith(display_url(url)), raised.value
         if "notaport" in url:  # the host and the bad port are named (was `redis://***`)
@@ -440,6 +444,6 @@ def test_bad_input_is_one_line_naming_the_url(tmp_path: Path) -> None:
 def test_tls_to_a_plain_redis_is_a_clear_error_at_once(redis_server: RedisServer) -> None:
     url = redis_server.url.replace("redis://", "rediss://")
     started = time.monotonic()
-    with pytest.raises(BaselineStoreError, match="TLS handshake failed"):
-        BaselineStore(url)
+    with pytest.raises(SummaryStoreError, match="TLS handshake failed"):
+        BaselineCache(url)
     assert time.monotonic() - started < 2.0

@@ -258,17 +258,14 @@ import json  # noqa: E402
 from math import exp, log1p  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from rb_otel.steering.baseline_cache import BaselineStore  # noqa: E402
-from rb_otel.steering.baselines import RunSummary  # noqa: E402
-from rb_otel.steering.pilot import (  # noqa: E402
-    FEATURES,
+from rb_otel.backends.baselines.cache import BaselineCache  # noqa: E402
+from rb_otel.backends.pilot import PilotScorer  # noqa: E402
+from rb_otel.steering.pilot import FEATURES, PilotModel, PilotRun, pilot_fsm_thresholds  # noqa: E402
+from rb_otel.steering.pilot.baselines import (  # noqa: E402
     RELATIVE_AFTER,
-    PilotModel,
-    PilotRun,
-    PilotScorer,
-    pilot_fsm_thresholds,
+    RunSummary,
 )
-from rb_otel.steering.scorer_protocol import ScorerStep  # noqa: E402
+from rb_otel.steering.scoring import ScorerStep  # noqa: E402
 
 PRIOR = {
     "mean_steps": 10.0, "mean_chars": 1000.0, "mean_context": 5000.0, "mean_hedges": 4.0, "mean_errors": 2.0,
@@ -290,8 +287,8 @@ def _model(weights: tuple[float, ...] | None = None, fsm: dict[str, float] | Non
     )
 
 
-def _store(*summaries: dict[str, float]) -> BaselineStore:
-    store = BaselineStore("memory://")
+def _store(*summaries: dict[str, float]) -> BaselineCache:
+    store = BaselineCache("memory://")
     for values in summaries:
         store.summaries.append([("a", RunSummary(0.0, values))])
     return store
@@ -477,7 +474,7 @@ def test_relative_thresholds_once_the_agent_has_enough_runs() -> None:
 
 
 def test_the_scorer_front() -> None:
-    scorer = PilotScorer(_model(), BaselineStore("memory://"))
+    scorer = PilotScorer(_model(), BaselineCache("memory://"))
     assert scorer.name == "pilot/2" and scorer.model.prior == PRIOR
     run = scorer.start_run("agent-x", "task")
     run.score(ScorerStep(thought="a", action="b"))
@@ -614,8 +611,8 @@ def test_repeats_are_the_same_call_within_the_last_five() -> None:
 
 
 def test_a_fitted_models_text_weights_move_the_score() -> None:
-    from rb_otel.steering.pilot_model import TextWeights
-    from rb_otel.steering.pilot_text import TextScore, bucket, step_tokens
+    from rb_otel.steering.pilot import TextWeights
+    from rb_otel.steering.pilot.text import TextScore, bucket, step_tokens
 
     step = ScorerStep(thought="", action="bash", action_input="pytest -x", error=True)
     weights = {bucket(token, 14): 0.5 for token in step_tokens(step)}
@@ -668,7 +665,7 @@ def test_relative_thresholds_need_both_peaks_and_read_the_margin() -> None:
 def test_a_scorer_loads_its_model_file(tmp_path: Path) -> None:
     path = tmp_path / "pilot.json"
     path.write_text(json.dumps(_model().as_dict()))
-    scorer = PilotScorer(str(path), BaselineStore("memory://"))
+    scorer = PilotScorer(str(path), BaselineCache("memory://"))
     assert scorer.model.prior == PRIOR and scorer.name == "pilot/2"
     run = scorer.start_run()
     run.score(ScorerStep(thought="a", action="b"))

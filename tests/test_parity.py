@@ -282,6 +282,7 @@ def test_general_monitor_verification_skip_and_quiet_on_healthy_runs() -> None:
 # -- ReasonBlocksConfig and build_middleware -----------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:rb_otel.build_middleware:DeprecationWarning")  # the deprecated path itself
 def test_build_middleware_order_and_requirements(otel: Otel) -> None:
     rb = _rb(otel)
     config = ReasonBlocksConfig(enable_general_monitor=True)
@@ -300,6 +301,7 @@ def test_build_middleware_order_and_requirements(otel: Otel) -> None:
         ReasonBlocksConfig(e1_top_k=0)
 
 
+@pytest.mark.filterwarnings("ignore:rb_otel.build_middleware:DeprecationWarning")  # the deprecated path itself
 def test_a_config_without_e_traces_injects_no_patterns(otel: Otel) -> None:
     rb = _rb(otel)
     config = ReasonBlocksConfig(enable_e1=False, enable_e2=False, enable_e3=False, enable_token_saving=False)

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from rb_otel.evaluation.metrics import auroc, oriented_auroc, wilson_upper
 from rb_otel.integrations.langchain._messages import last_turn
 from rb_otel.steering.fsm import DifficultyFSM
-from rb_otel.steering.scorer_protocol import ScorerStep
+from rb_otel.steering.scoring import ScorerStep
 from rb_otel.training import fold_thresholds, train_dataset
 from rb_otel.training.cv import grouped_folds
 from rb_otel.training.dataset import Dataset, LabelledRun, grouped, read_dataset, task_family

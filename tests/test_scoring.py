@@ -173,7 +173,7 @@ VOCAB = [
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(VOCAB), max_size=60))
 def test_optimised_counter_matches_the_reference(words: list[str]) -> None:
-    from rb_otel.steering.scoring import _count_hits
+    from rb_otel.steering.scoring.heuristic import _count_hits
 
     assert _count_hits(words) == _reference_hits(words)
 

@@ -188,6 +188,7 @@ def test_a_failing_emitter_never_breaks_the_run() -> None:
     assert len(drive(s, [None, HARD])) == 2
 
 
+@pytest.mark.filterwarnings("ignore:the monitor_scores:DeprecationWarning")  # an old-style hook, on purpose
 def test_fan_out_delivers_the_optional_events_to_the_emitters_that_have_them() -> None:
     from rb_otel.steering.emitters import FanOutEmitter
 
@@ -208,6 +209,7 @@ def test_fan_out_delivers_the_optional_events_to_the_emitters_that_have_them() -
     assert plain.events == [("run_start", "r"), ("step", 0), ("run_finish", "stopped")]
 
 
+@pytest.mark.filterwarnings("ignore:the monitor_scores:DeprecationWarning")  # an old-style hook, on purpose
 def test_a_failing_monitor_scores_hook_does_not_lose_the_step() -> None:
     class BrokenScores(Recorder):
         def monitor_scores(self, run_id: str, step: int, scores: Any) -> None:

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
 from rb_otel import ReasonBlocks
+from rb_otel.backends.baselines.cache import BaselineCache
+from rb_otel.backends.pilot import PilotScorer
 from rb_otel.cli import main
 from rb_otel.evaluation import EvaluationError, evaluate
 from rb_otel.evaluation.metrics import auroc
@@ -31,10 +33,8 @@ from rb_otel.importers.formats.mini_swe_agent import split_response
 from rb_otel.importers.labels import load_labels
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
-from rb_otel.steering.judge import JudgeScorer
-from rb_otel.steering.pilot import BaselineStore, PilotScorer, pilot_fsm_thresholds
-from rb_otel.steering.scorers import ScorerStep, resolve_scorer
-from rb_otel.steering.scoring import score_step
+from rb_otel.steering.pilot import pilot_fsm_thresholds
+from rb_otel.steering.scoring import JudgeScorer, ScorerStep, resolve_scorer, score_step
 from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.testing import ScriptedChatModel, tool_call
@@ -223,7 +223,7 @@ def test_pilot_scores_are_probabilities_from_the_prefix_only(runs: list[list[Sco
 
 def test_pilot_baselines_are_per_agent_bounded_and_persisted(tmp_path: Path) -> None:
     path = tmp_path / "baselines.json"
-    scorer = PilotScorer(baselines=BaselineStore(path, max_agents=2))
+    scorer = PilotScorer(baselines=BaselineCache(path, max_agents=2))
     run = [ScorerStep(thought="look at the file", action="bash", action_input="ls")] * 4
     for agent in ("a", "b", "c"):
         one = scorer.start_run(agent)
@@ -241,7 +241,7 @@ def test_pilot_baselines_are_per_agent_bounded_and_persisted(tmp_path: Path) -> 
     assert learned == [same.score(s) for s in run]
     path.write_text("{not json")
     with pytest.raises(ValueError, match="not a baseline store"):
-        BaselineStore(path)
+        BaselineCache(path)
 
 
 def test_a_callable_scorer_sees_the_step_and_the_run_so_far() -> None:
@@ -428,7 +428,7 @@ def test_heuristic_runs_carry_scorer_and_mean_risk(otel: Otel) -> None:
 
 
 def test_pilot_thresholds_become_relative_to_the_agent() -> None:
-    from rb_otel.steering.pilot import RELATIVE_AFTER
+    from rb_otel.steering.pilot.baselines import RELATIVE_AFTER
 
     scorer = PilotScorer()
     calm = [

@@ -20,13 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rb_otel import ReasonBlocks
+from rb_otel.backends.pilot import PilotScorer
 from rb_otel.cli import main
 from rb_otel.evaluation import evaluate
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
-from rb_otel.steering.pilot import PilotScorer
-from rb_otel.steering.pilot_model import FEATURES, PILOT_V2, PilotModel, TextWeights
-from rb_otel.steering.pilot_text import TextScore, bucket, step_tokens, text_value
-from rb_otel.steering.scorer_protocol import ScorerStep
+from rb_otel.steering.pilot import FEATURES, PILOT_V2, PilotModel, TextWeights
+from rb_otel.steering.pilot.text import TextScore, bucket, step_tokens, text_value
+from rb_otel.steering.scoring import ScorerStep
 from rb_otel.training import TrainingError, train
 from rb_otel.training.dataset import LabelledRun
 from rb_otel.training.features import extract, prior_of

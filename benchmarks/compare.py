@@ -130,6 +130,7 @@ def main() -> None:
     one_call_ms: dict[str, list[float]] = {v: [] for v in chosen}
     spans: dict[str, float] = {}
     calls: dict[str, dict[str, float]] = {}
+    layers: dict[str, dict[str, dict[str, float]]] = {}
     rss: dict[str, list[float]] = {v: [] for v in chosen}
     for p in range(args.passes):
         workers = {v: Worker(python, v) for v in chosen}
@@ -138,6 +139,7 @@ def main() -> None:
             if info is not None:
                 spans[v] = info["spans_per_run"]
                 calls[v] = info.get("calls_per_run", {})
+                layers[v] = info.get("layers", {})
         for r in range(args.rounds):
             shift = (p * args.rounds + r) % len(chosen)
             order = chosen[shift:] + chosen[:shift]
@@ -174,7 +176,7 @@ def main() -> None:
             f"| {_median(ratios[v], '.2f')}x | {_median(per_call_us[v], '.0f')} "
             f"| {_median(one_call_ms[v], '.2f')} | {spans.get(v, 0):.0f} | {_median(rss[v], '.1f')} |"
         )
-    table = "\n".join(lines) + _against_peers(per_call_us, one_call_ms) + _calls_table(calls)
+    table = "\n".join(lines) + _against_peers(per_call_us, one_call_ms) + _calls_table(calls) + layers_table(layers)
     header = (
         f"# Benchmark: {args.passes} passes x {args.rounds} rounds x {args.runs} runs per variant and workload\n\n"
         f"Workload: create_agent, scripted model, {MODEL_CALLS} model calls and 4 tool calls per run (the 1-call "
@@ -223,6 +225,27 @@ def _calls_table(calls: dict[str, dict[str, float]]) -> str:
     for v, counts in calls.items():
         if v != "bare" and counts:
             lines.append(f"| {v} | {counts['5'] - bare['5']:+,.0f} | {counts['1'] - bare['1']:+,.0f} |")
+    return "\n".join(lines)
+
+
+def layers_table(layers: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Where each variant's calls go on the 5-call run (``peer_run.LAYERS``): calls per run, and the share of
+    the profiled own time, per layer."""
+    shown = [v for v in ("bare", "rb-otel", "rb-otel-wrapper", "otel-genai") if layers.get(v)]
+    if not shown:
+        return ""
+    names = list(dict.fromkeys(name for v in shown for name in layers[v]))
+    head = "| layer (5-call run) | " + " | ".join(f"{v}: calls (time share)" for v in shown) + " |"
+    lines = ["", "", head, "|---|" + "---|" * len(shown)]
+    totals = {v: sum(x["ms"] for x in layers[v].values()) or 1.0 for v in shown}
+    for name in names:
+        cells = []
+        for v in shown:
+            x = layers[v].get(name)
+            cells.append(f"{x['calls']:,.0f} ({x['ms'] / totals[v]:.0%})" if x else "")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    sums = [f"{sum(x['calls'] for x in layers[v].values()):,.0f}" for v in shown]
+    lines.append("| all | " + " | ".join(sums) + " |")
     return "\n".join(lines)
 
 

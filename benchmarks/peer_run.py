@@ -106,9 +106,19 @@ def layers_per_run(run: Any, runs: int = 5) -> dict[str, dict[str, float]]:
         run()
     profile.disable()
     out: dict[str, dict[str, float]] = {}
-    for (filename, _line, _name), (_primitive, calls, own, _cumulative, _callers) in pstats.Stats(
-        profile
-    ).stats.items():  # type: ignore[attr-defined]
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    for (filename, _line, _name), (_primitive, calls, own, _cumulative, callers) in stats.items():
+        if filename in ("~", "") or filename.startswith("<"):
+            # a builtin (len, dict.get, a C method) or generated code: its calls belong to whoever made them
+            shares: dict[str, float] = {}
+            for caller, (_cc, caller_calls, _tt, _ct) in callers.items():
+                shares[_layer(caller[0])] = shares.get(_layer(caller[0]), 0.0) + caller_calls
+            total = sum(shares.values())
+            for name, n in (shares if total else {"Python and the rest": 1.0}).items():
+                layer = out.setdefault(name, {"calls": 0.0, "ms": 0.0})
+                layer["calls"] += (n if total else calls) / runs
+                layer["ms"] += own * 1000 * (n / total if total else 1.0) / runs
+            continue
         layer = out.setdefault(_layer(filename), {"calls": 0.0, "ms": 0.0})
         layer["calls"] += calls / runs
         layer["ms"] += own * 1000 / runs

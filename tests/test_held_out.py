@@ -21,11 +21,10 @@ from rb_otel.training.held_out import (
     HeldOutReport,
     _skip_figures,
     agent_unit,
-    choose_relative_skip,
     leave_one_agent_out,
-    relative_stops,
     tokens_after_last_change,
 )
+from rb_otel.training.relative_skip import choose_relative_skip, relative_stops
 
 FIXTURES = Path(__file__).parent / "fixtures" / "signal"
 

@@ -25,7 +25,6 @@ the agents turns SKIP on only when it held on every held-out agent with enough s
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,15 +32,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rb_otel.evaluation.early import sustained_peak
 from rb_otel.evaluation.metrics import auroc, wilson_upper
 from rb_otel.steering.fsm import DifficultyFSM
-from rb_otel.steering.pilot.baselines import MAX_RUNS, RELATIVE_AFTER
 from rb_otel.training.cv import grouped_folds, out_of_fold, select
 from rb_otel.training.dataset import LabelledRun
 from rb_otel.training.features import PrefixData, extract, prior_of
 from rb_otel.training.fit import fit_candidate
-from rb_otel.training.thresholds import MIN_USEFUL_STOPS, SKIP_OFF, SKIP_WINDOWS, choose_fsm, fsm_states
+from rb_otel.training.relative_skip import choose_relative_skip, relative_stops
+from rb_otel.training.thresholds import MIN_USEFUL_STOPS, SKIP_OFF, choose_fsm, fsm_states
 
 __all__ = [
     "EARLY_STEP",
@@ -302,58 +300,6 @@ def _skip_figures(held: Sequence[LabelledRun], stops: Sequence[int | None], on: 
         why = (f"holds: stops {share:.1%} of failing runs, {false_stops} false stop(s) of {len(ok)} "
                f"(upper bound {upper:.1%}), {saved:,.0f} tokens saved per stopped run")  # fmt: skip
     return SkipFigures(on, false_stops, len(ok), upper, share, len(bad), saved, holds, why)
-
-
-#: The quantiles of an agent's own sustained peaks SKIP may be set at (the strictest first).
-SKIP_QUANTILES = (0.995, 0.99, 0.98, 0.97, 0.96, 0.95, 0.93, 0.9, 0.85, 0.8)
-
-
-def relative_stops(
-    runs: Sequence[LabelledRun], probabilities: Sequence[Sequence[float]], fsm: dict[str, float], q: float, window: int
-) -> list[int | None]:
-    """Each run's first SKIP step (``None``: never) when SKIP's threshold is relative to its agent: the ``q``
-    quantile of the risk its agent's earlier runs sustained for ``window`` steps (label-free, learned in file
-    order, the newest :data:`MAX_RUNS` kept; no SKIP before :data:`RELATIVE_AFTER` runs), as
-    :meth:`~rb_otel.steering.pilot.PilotRun.fsm_thresholds` sets it live for a model with a ``skip_quantile``."""
-    recent: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=MAX_RUNS))
-    out: list[int | None] = []
-    for run, scores in zip(runs, probabilities, strict=True):
-        known = sorted(recent[run.agent])
-        stop = None
-        if len(known) >= RELATIVE_AFTER:
-            skip = min(known[min(int(q * len(known)), len(known) - 1)], SKIP_OFF)
-            slow = min(fsm["slow_threshold"], skip)
-            fast = min(fsm["fast_threshold"], slow - 1e-6)
-            machine = DifficultyFSM(**{**fsm, "fast_threshold": fast, "slow_threshold": slow,
-                                       "skip_threshold": skip, "skip_window": window})  # fmt: skip
-            stop = next((i for i, st in enumerate(fsm_states(machine, scores)) if st == "SKIP"), None)
-        out.append(stop)
-        peak = sustained_peak(scores, window)
-        if peak != -math.inf:
-            recent[run.agent].append(peak)
-    return out
-
-
-def choose_relative_skip(
-    runs: Sequence[LabelledRun], probabilities: Sequence[Sequence[float]], fsm: dict[str, float], budget: float
-) -> tuple[float, int] | None:
-    """The quantile and hold of a relative SKIP (:func:`relative_stops`) chosen on training-side out-of-fold
-    scores: among those whose false stops keep the Wilson bound (z = 1) within ``budget`` and stop at least
-    :data:`~rb_otel.training.thresholds.MIN_USEFUL_STOPS` of the failing runs, the one that stops the most;
-    ``None`` when none does."""
-    ok = sum(not r.failed for r in runs)
-    bad = sum(r.failed for r in runs)
-    best: tuple[float, float, int] | None = None
-    for window in SKIP_WINDOWS:
-        for q in SKIP_QUANTILES:
-            stops = relative_stops(runs, probabilities, fsm, q, window)
-            false_stops = sum(s is not None for r, s in zip(runs, stops, strict=True) if not r.failed)
-            if wilson_upper(false_stops, ok) > budget:
-                break  # looser quantiles only stop more successful runs
-            stopped = sum(s is not None for r, s in zip(runs, stops, strict=True) if r.failed) / max(bad, 1)
-            if stopped >= MIN_USEFUL_STOPS and (best is None or stopped > best[0]):
-                best = (stopped, q, window)
-    return None if best is None else (best[1], best[2])
 
 
 def _inner_folds(train: Sequence[LabelledRun], seed: int) -> NDArray[np.int64]:

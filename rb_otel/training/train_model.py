@@ -33,8 +33,9 @@ from rb_otel.training.cv import OutOfFold, early_step, nested_out_of_fold, selec
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset
 from rb_otel.training.features import PrefixData, extract, prior_of
 from rb_otel.training.fit import CANDIDATES, TEXT_BITS, Fitted, fit_candidate
-from rb_otel.training.held_out import agent_unit, choose_relative_skip, leave_one_agent_out
+from rb_otel.training.held_out import agent_unit, leave_one_agent_out
 from rb_otel.training.permutation import PERMUTATIONS, permutation_test
+from rb_otel.training.relative_skip import choose_relative_skip
 from rb_otel.training.report import Figure, TrainingReport
 from rb_otel.training.thresholds import SKIP_OFF, choose_fsm, fold_thresholds, holding_bound
 

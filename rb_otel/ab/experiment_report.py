@@ -26,9 +26,10 @@ from typing import Any
 from rb_otel.ab.assign import ARMS, check_experiment
 from rb_otel.ab.prices import Prices
 from rb_otel.ab.stats import Z_95, median, newcombe_diff_ci, srm_check, winsorized_mean
-from rb_otel.report.traces import ReportRun, load_runs
+from rb_otel.report.traces import ReportRun, RunSpanFilter, load_runs
 
-__all__ = ["ExperimentNotFound", "ab_report", "recorded_on_fraction", "report"]
+__all__ = ["ArmRun", "ArmUsage", "ExperimentNotFound", "ab_report", "answer", "arm_runs", "arm_usage", "not_found",
+           "recorded_on_fraction", "report", "select_arms"]  # fmt: skip
 
 #: Caveat thresholds: an interval wider than this, fewer finished runs per arm than this, priced share below this.
 WIDE_INTERVAL = 0.2
@@ -38,6 +39,43 @@ LOW_PRICE_COVERAGE = 0.9
 
 class ExperimentNotFound(ValueError):
     """The experiment has no runs in the files read; the message lists the experiments that do."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArmRun:
+    """One run of an experiment as the report reads it: the files path (:func:`arm_runs`) and a trace store's
+    query (:mod:`rb_otel.analysis.experiment`) both produce these, so the statistics are computed once.
+
+    The fields are the joined run's (the parts of a resumed run: the last part's attributes, the sums of the
+    parts' totals, the first part's start)."""
+
+    run_id: str
+    experiment: str
+    arm: str
+    unit: str
+    outcome: str  # "" when the run never finished
+    start_ns: int
+    tokens: int | None  # None: no model call of the run reported usage (unknown, not 0)
+    partly_unreported: bool  # some calls reported no usage (counted without them)
+    steps: int
+    max_state: str
+    task_profile: str
+    entered_skip: bool
+    chars_saved: int | None  # None: TokenSaving did not run
+    on_fraction: float | None  # the rb.experiment.on_fraction recorded
+
+
+@dataclass(frozen=True, slots=True)
+class ArmUsage:
+    """Every model call of an arm's runs to one model (the response's model, else the request's), summed: what
+    cost is priced from (a price is linear in tokens, so pricing the sums is pricing each call)."""
+
+    arm: str
+    model: str
+    calls: int  # calls that reported any tokens
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +94,7 @@ class _Outcomes:
         return self.success / self.rated if self.rated else None
 
 
-def _outcomes(runs: Sequence[ReportRun]) -> _Outcomes:
+def _outcomes(runs: Sequence[ArmRun]) -> _Outcomes:
     labels = [r.outcome for r in runs]
     success = sum(o == "success" for o in labels)
     failure = sum(o.startswith("failure") for o in labels)
@@ -76,38 +114,81 @@ def _tokens(run: ReportRun) -> int | None:
     return _int(run, "rb.tokens") or sum(s.input_tokens + s.output_tokens for s in run.steps)
 
 
-def _cost(runs: Sequence[ReportRun], prices: Prices | None) -> dict[str, Any]:
-    steps = [s for r in runs for s in (*r.steps, *r.calls)]  # every model call costs, a step or not
+def arm_runs(runs: Iterable[ReportRun]) -> list[ArmRun]:
+    """The :class:`ArmRun` of every run (read from trace files) that belongs to an experiment."""
+    out = []
+    for run in runs:
+        attributes = run.attributes
+        experiment = attributes.get("rb.experiment.id")
+        if experiment is None:
+            continue
+        fraction = attributes.get("rb.experiment.on_fraction")
+        saved = "rb.token_saving.chars_saved" in attributes
+        unit = attributes.get("rb.experiment.unit")
+        out.append(
+            ArmRun(
+                run_id=run.run_id,
+                experiment=str(experiment),
+                arm=str(attributes.get("rb.experiment.arm") or ""),
+                unit="" if unit is None else str(unit),
+                outcome=run.outcome,
+                start_ns=round(run.start * 1e9),
+                tokens=_tokens(run),
+                partly_unreported=bool(_int(run, "rb.usage.unreported")),
+                steps=_int(run, "rb.steps") or len(run.steps),
+                max_state=str(attributes.get("rb.max_state") or run.most_severe or ""),
+                task_profile=str(attributes.get("rb.task_profile") or ""),
+                entered_skip=bool(attributes.get("rb.entered_skip")),
+                chars_saved=_int(run, "rb.token_saving.chars_saved") if saved else None,
+                on_fraction=float(fraction) if isinstance(fraction, int | float) else None,
+            )
+        )
+    return out
+
+
+def arm_usage(runs: Iterable[ReportRun], arm_of: Mapping[str, str]) -> list[ArmUsage]:
+    """The :class:`ArmUsage` rows of ``runs`` whose run id ``arm_of`` maps to an arm."""
+    sums: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for run in runs:
+        arm = arm_of.get(run.run_id)
+        if arm is None:
+            continue
+        for call in (*run.steps, *run.calls):  # every model call costs, a step or not
+            row = sums[(arm, call.response_model or call.model)]
+            row[0] += bool(call.input_tokens or call.output_tokens or call.cache_read_tokens)
+            row[1] += call.input_tokens
+            row[2] += call.output_tokens
+            row[3] += call.cache_read_tokens
+    return [ArmUsage(arm, model, *row) for (arm, model), row in sorted(sums.items())]
+
+
+def _cost(runs: Sequence[ArmRun], usage: Sequence[ArmUsage], prices: Prices | None) -> dict[str, Any]:
     cost: dict[str, Any] = {
-        "input_tokens": sum(s.input_tokens for s in steps),
-        "output_tokens": sum(s.output_tokens for s in steps),
-        "cache_read_tokens": sum(s.cache_read_tokens for s in steps),
+        "input_tokens": sum(u.input_tokens for u in usage),
+        "output_tokens": sum(u.output_tokens for u in usage),
+        "cache_read_tokens": sum(u.cache_read_tokens for u in usage),
     }
     if prices is None:
         return cost
-    with_tokens = [s for s in steps if s.input_tokens or s.output_tokens or s.cache_read_tokens]
-    priced = [(s, prices.of(s.response_model or s.model)) for s in with_tokens]
-    known = [(s, p) for s, p in priced if p is not None]
-    total = sum(p.cost(s.input_tokens, s.output_tokens, s.cache_read_tokens) for s, p in known)
-    cost["priced_share"] = len(known) / len(with_tokens) if with_tokens else 1.0
+    calls = sum(u.calls for u in usage)
+    known = [(u, p) for u in usage if u.calls and (p := prices.of(u.model)) is not None]
+    total = sum(p.cost(u.input_tokens, u.output_tokens, u.cache_read_tokens) for u, p in known)
+    cost["priced_share"] = sum(u.calls for u, _ in known) / calls if calls else 1.0
     cost["cost_per_run_usd"] = total / len(runs) if runs else None
     return cost
 
 
-def _arm(runs: Sequence[ReportRun], prices: Prices | None) -> dict[str, Any]:
+def _arm(runs: Sequence[ArmRun], usage: Sequence[ArmUsage], prices: Prices | None) -> dict[str, Any]:
     outcomes = _outcomes(runs)
-    known = [_tokens(r) for r in runs]
-    tokens = [float(t) for t in known if t is not None]
-    steps = [float(_int(r, "rb.steps") or len(r.steps)) for r in runs]
+    tokens = [float(r.tokens) for r in runs if r.tokens is not None]
+    steps = [float(r.steps) for r in runs]
     max_states: dict[str, int] = defaultdict(int)
     for run in runs:
-        max_states[str(run.attributes.get("rb.max_state") or run.most_severe or "")] += 1
-    saved = [
-        float(_int(r, "rb.token_saving.chars_saved")) for r in runs if "rb.token_saving.chars_saved" in r.attributes
-    ]
+        max_states[run.max_state] += 1
+    saved = [float(r.chars_saved) for r in runs if r.chars_saved is not None]
     return {
         "n_runs": len(runs),
-        "n_units": len({r.attributes.get("rb.experiment.unit") for r in runs}),
+        "n_units": len({r.unit for r in runs}),
         "outcomes": {
             "success": outcomes.success,
             "failure": outcomes.failure,
@@ -119,16 +200,14 @@ def _arm(runs: Sequence[ReportRun], prices: Prices | None) -> dict[str, Any]:
             "median": median(tokens),
             "winsorized_mean": winsorized_mean(tokens),
             # runs with model calls that reported no usage: left out (none reported) or counted without them
-            "runs_without_usage": sum(t is None for t in known),
-            "runs_partly_without_usage": sum(
-                t is not None and bool(_int(r, "rb.usage.unreported")) for r, t in zip(runs, known, strict=True)
-            ),
+            "runs_without_usage": sum(r.tokens is None for r in runs),
+            "runs_partly_without_usage": sum(r.tokens is not None and r.partly_unreported for r in runs),
         },
         "steps_per_run": {"median": median(steps), "mean": sum(steps) / len(steps) if steps else None},
-        "cost": _cost(runs, prices),
+        "cost": _cost(runs, usage, prices),
         "reasoning_health": {
             "max_state": {state: count / len(runs) for state, count in sorted(max_states.items())} if runs else {},
-            "entered_skip": sum(bool(r.attributes.get("rb.entered_skip")) for r in runs) / len(runs) if runs else None,
+            "entered_skip": sum(r.entered_skip for r in runs) / len(runs) if runs else None,
         },
         "token_saving": {"runs": len(saved), "chars_saved_per_run": sum(saved) / len(saved) if saved else None},
     }
@@ -138,12 +217,12 @@ def _pct(on: float | None, off: float | None) -> float | None:
     return None if on is None or off is None or off == 0 else on / off - 1.0
 
 
-def _stratified(by_arm: Mapping[str, Sequence[ReportRun]]) -> dict[str, Any]:
+def _stratified(by_arm: Mapping[str, Sequence[ArmRun]]) -> dict[str, Any]:
     """Inverse-variance combination of the per-task-profile differences (strata with no variance are left out)."""
-    strata: dict[str, dict[str, list[ReportRun]]] = defaultdict(lambda: {"on": [], "off": []})
+    strata: dict[str, dict[str, list[ArmRun]]] = defaultdict(lambda: {"on": [], "off": []})
     for arm in ARMS:
         for run in by_arm[arm]:
-            strata[str(run.attributes.get("rb.task_profile") or "")][arm].append(run)
+            strata[run.task_profile][arm].append(run)
     weights = deltas = 0.0
     rows: dict[str, Any] = {}
     degenerate: list[str] = []
@@ -166,11 +245,11 @@ def _stratified(by_arm: Mapping[str, Sequence[ReportRun]]) -> dict[str, Any]:
     return result
 
 
-def _timeseries(by_arm: Mapping[str, Sequence[ReportRun]]) -> list[dict[str, Any]]:
-    days: dict[tuple[str, str], list[ReportRun]] = defaultdict(list)
+def _timeseries(by_arm: Mapping[str, Sequence[ArmRun]]) -> list[dict[str, Any]]:
+    days: dict[tuple[str, str], list[ArmRun]] = defaultdict(list)
     for arm in ARMS:
         for run in by_arm[arm]:
-            days[(datetime.fromtimestamp(run.start, UTC).date().isoformat(), arm)].append(run)
+            days[(datetime.fromtimestamp(run.start_ns // 1_000_000_000, UTC).date().isoformat(), arm)].append(run)
     series = []
     for (day, day_arm), runs in sorted(days.items()):
         series.append(
@@ -178,7 +257,7 @@ def _timeseries(by_arm: Mapping[str, Sequence[ReportRun]]) -> list[dict[str, Any
                 "day": day,
                 "arm": day_arm,
                 "runs": len(runs),
-                "tokens_per_run": median([float(t) for t in map(_tokens, runs) if t is not None]),
+                "tokens_per_run": median([float(r.tokens) for r in runs if r.tokens is not None]),
                 "success_rate": _outcomes(runs).rate,
             }
         )
@@ -217,33 +296,29 @@ def _caveats(arms: Mapping[str, dict[str, Any]], comparison: dict[str, Any], srm
     return caveats
 
 
-def _select(runs: Iterable[ReportRun], experiment_id: str, files: Sequence[str | Path]) -> dict[str, list[ReportRun]]:
+def select_arms(runs: Iterable[ArmRun], experiment_id: str, shown: str) -> dict[str, list[ArmRun]]:
+    """The runs of ``experiment_id`` by arm; :class:`ExperimentNotFound` (naming ``shown``) when it has none."""
     found: dict[str, int] = defaultdict(int)
-    by_arm: dict[str, list[ReportRun]] = {arm: [] for arm in ARMS}
+    by_arm: dict[str, list[ArmRun]] = {arm: [] for arm in ARMS}
     for run in runs:
-        experiment = run.attributes.get("rb.experiment.id")
-        if experiment is None:
-            continue
-        found[str(experiment)] += 1
-        run_arm = run.attributes.get("rb.experiment.arm")
-        if experiment == experiment_id and run_arm in by_arm:
-            by_arm[str(run_arm)].append(run)
+        found[run.experiment] += 1
+        if run.experiment == experiment_id and run.arm in by_arm:
+            by_arm[run.arm].append(run)
     if not any(by_arm.values()):
-        listing = ", ".join(f"{e!r} ({n} runs)" for e, n in sorted(found.items())) or "none"
-        names = ", ".join(str(f) for f in files)
-        raise ExperimentNotFound(f"no runs of experiment {experiment_id!r} in {names}; experiments found: {listing}")
+        raise not_found(experiment_id, shown, found)
     return by_arm
 
 
-def recorded_on_fraction(by_arm: Mapping[str, Sequence[ReportRun]], experiment_id: str) -> float | None:
+def not_found(experiment_id: str, shown: str, found: Mapping[str, int]) -> ExperimentNotFound:
+    """The error for an experiment with no runs in ``shown``, listing the experiments ``found`` (runs each)."""
+    listing = ", ".join(f"{e!r} ({n} runs)" for e, n in sorted(found.items())) or "none"
+    return ExperimentNotFound(f"no runs of experiment {experiment_id!r} in {shown}; experiments found: {listing}")
+
+
+def recorded_on_fraction(by_arm: Mapping[str, Sequence[ArmRun]], experiment_id: str) -> float | None:
     """The ``rb.experiment.on_fraction`` the experiment's runs recorded (``None`` when none did); ``ValueError``
     when they recorded different ones (two assignments mixed under one id)."""
-    values = {
-        float(v)
-        for runs in by_arm.values()
-        for run in runs
-        if isinstance(v := run.attributes.get("rb.experiment.on_fraction"), int | float)
-    }
+    values = {run.on_fraction for runs in by_arm.values() for run in runs if run.on_fraction is not None}
     if len(values) > 1:
         listed = ", ".join(f"{v:g}" for v in sorted(values))
         raise ValueError(f"experiment {experiment_id!r}: its runs recorded different on fractions ({listed})")
@@ -256,6 +331,7 @@ def report(
     *,
     on_fraction: float | None = None,
     prices: Prices | None = None,
+    keep: RunSpanFilter | None = None,
 ) -> dict[str, Any]:
     """The report of ``experiment_id`` from OTLP/JSON trace files (docs/experiments.md, "The report: rb-otel
     ab-report": shape, plus ``problems``: lines
@@ -263,14 +339,32 @@ def report(
 
     ``on_fraction`` (the sample-ratio check's expectation) defaults to the one the runs recorded
     (``rb.experiment.on_fraction``), else 0.5 with a caveat saying so. Raises :class:`ExperimentNotFound` when no
-    run of the experiment is in the files.
+    run of the experiment is in the files. ``keep`` reads only the run parts it keeps (a time window, an agent).
     """
-    runs, problems = load_runs(files)
-    by_arm = _select(runs, experiment_id, files)
+    runs, problems = load_runs(files, keep=keep)
+    experiment_runs = arm_runs(runs)
+    by_arm = select_arms(experiment_runs, experiment_id, ", ".join(str(f) for f in files))
+    arm_of = {r.run_id: r.arm for arm in ARMS for r in by_arm[arm]}
+    return answer(by_arm, arm_usage(runs, arm_of), experiment_id, on_fraction=on_fraction, prices=prices,
+                  problems=problems)  # fmt: skip
+
+
+def answer(
+    by_arm: Mapping[str, Sequence[ArmRun]],
+    usage: Sequence[ArmUsage],
+    experiment_id: str,
+    *,
+    on_fraction: float | None = None,
+    prices: Prices | None = None,
+    problems: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The report (:func:`report`'s shape) from an experiment's runs by arm and its model usage: what every source
+    of runs computes the statistics from."""
     recorded = recorded_on_fraction(by_arm, experiment_id)
     assumed = on_fraction is None and recorded is None
     fraction = check_experiment(experiment_id, on_fraction if on_fraction is not None else recorded or 0.5)
-    arms: dict[str, dict[str, Any]] = {arm: _arm(by_arm[arm], prices) for arm in ARMS}
+    arms: dict[str, dict[str, Any]] = {arm: _arm(by_arm[arm], [u for u in usage if u.arm == arm], prices)
+                                       for arm in ARMS}  # fmt: skip
     on, off = _outcomes(by_arm["on"]), _outcomes(by_arm["off"])
     ci = list(newcombe_diff_ci(on.success, on.rated, off.success, off.rated)) if on.rated and off.rated else None
     cost_on, cost_off = arms["on"]["cost"].get("cost_per_run_usd"), arms["off"]["cost"].get("cost_per_run_usd")
@@ -307,7 +401,7 @@ def report(
         "srm": srm,
         "timeseries": _timeseries(by_arm),
         "caveats": caveats,
-        "problems": problems,
+        "problems": list(problems),
     }
 
 

@@ -25,7 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FleetFilter", "FleetRow", "fleet_sql", "format_summary", "rows_from_store", "summarise_spans"]
+from rb_otel.report.traces import RunSpanFilter
+
+__all__ = ["FleetFilter", "FleetRow", "fleet_sql", "format_summary", "quote", "rows_from_store", "run_filter",
+           "run_predicates", "starts_at_or_after", "summarise_spans"]  # fmt: skip
 
 _OUTCOMES = ("success", "failure", "stopped")
 
@@ -77,32 +80,42 @@ def outcome_kind(outcome: str) -> str:
     return outcome if outcome in _OUTCOMES else "other"
 
 
-def _quote(text: str) -> str:
+def quote(text: str) -> str:
+    """``text`` as a ClickHouse string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _time(moment: datetime.datetime) -> str:
     if moment.tzinfo is not None:
         moment = moment.astimezone(datetime.UTC).replace(tzinfo=None)
-    return f"toDateTime64({_quote(moment.isoformat(sep=' '))}, 9, 'UTC')"
+    return f"toDateTime64({quote(moment.isoformat(sep=' '))}, 9, 'UTC')"
 
 
-def _run_predicates(where: FleetFilter) -> list[str]:
-    out = ["startsWith(SpanName, 'invoke_agent')", "SpanAttributes['gen_ai.operation.name'] = 'invoke_agent'"]
+def starts_at_or_after(moment: datetime.datetime) -> str:
+    """The ``WHERE`` term of spans starting at or after ``moment`` (UTC when it has no zone)."""
+    return f"Timestamp >= {_time(moment)}"
+
+
+def run_predicates(where: FleetFilter, *, operation: bool = True) -> list[str]:
+    """The ``WHERE`` terms that select run spans (``invoke_agent``; with ``operation``, also by
+    ``gen_ai.operation.name``) under ``where``; the time bounds, when given, come right after the span's kind."""
+    out = ["startsWith(SpanName, 'invoke_agent')"]
+    if operation:
+        out.append("SpanAttributes['gen_ai.operation.name'] = 'invoke_agent'")
     if where.since is not None:
-        out.append(f"Timestamp >= {_time(where.since)}")
+        out.append(starts_at_or_after(where.since))
     if where.until is not None:
         out.append(f"Timestamp < {_time(where.until)}")
     if where.service is not None:
-        out.append(f"ServiceName = {_quote(where.service)}")
+        out.append(f"ServiceName = {quote(where.service)}")
     if where.agent is not None:
-        out.append(f"SpanAttributes['gen_ai.agent.name'] = {_quote(where.agent)}")
+        out.append(f"SpanAttributes['gen_ai.agent.name'] = {quote(where.agent)}")
     return out
 
 
 def fleet_sql(table: str, where: FleetFilter) -> tuple[str, str]:
     """The two queries (runs by agent and day; steps by agent, day and FSM state) over ``table``."""
-    predicates = " AND ".join(_run_predicates(where))
+    predicates = " AND ".join(run_predicates(where))
     runs = f"""
         SELECT SpanAttributes['rb.run_id'] AS run_id,
                argMin(SpanAttributes['gen_ai.agent.name'], Timestamp) AS agent,
@@ -195,6 +208,24 @@ def summarise_spans(spans: Iterable[Mapping[str, Any]], where: FleetFilter) -> l
                 row.state_steps[state] = row.state_steps.get(state, 0) + 1
                 row.state_ns[state] = row.state_ns.get(state, 0) + int(chat["Duration"])
     return [rows[k] for k in sorted(rows)]
+
+
+def run_filter(where: FleetFilter) -> RunSpanFilter | None:
+    """``where`` as the files path applies it while reading (the same terms as :func:`run_predicates`)."""
+    if where == FleetFilter():
+        return None
+    since = None if where.since is None else _nanos(where.since)
+    until = None if where.until is None else _nanos(where.until)
+
+    def keep(attributes: dict[str, Any], start: int, service: str) -> bool:
+        return (
+            (since is None or start >= since)
+            and (until is None or start < until)
+            and (where.agent is None or attributes.get("gen_ai.agent.name", "") == where.agent)
+            and (where.service is None or service == where.service)
+        )
+
+    return keep
 
 
 def _nanos(moment: datetime.datetime) -> int:

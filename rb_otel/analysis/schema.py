@@ -53,12 +53,15 @@ ORDER BY (ServiceName, SpanName, toDateTime(Timestamp), Timestamp)
 """
 
 #: An OTLP/JSON ``AnyValue`` (``v``) as the exporter stores it: strings as they are, integers in decimal, booleans
-#: ``true``/``false``, doubles by ClickHouse's float formatting, anything else as its JSON.
+#: ``true``/``false``, doubles by ClickHouse's float formatting, an array of strings as its JSON list (the
+#: Collector's ``AsString``: ``["a","b"]``), anything else as its OTLP JSON.
 ATTRIBUTE_STRING = """multiIf(
     JSONHas(v, 'stringValue'), JSONExtractString(v, 'stringValue'),
     JSONHas(v, 'intValue'), trim(BOTH '"' FROM JSONExtractRaw(v, 'intValue')),
     JSONHas(v, 'boolValue'), if(JSONExtractBool(v, 'boolValue'), 'true', 'false'),
     JSONHas(v, 'doubleValue'), toString(JSONExtractFloat(v, 'doubleValue')),
+    JSONHas(v, 'arrayValue'), toJSONString(arrayMap(x -> JSONExtractString(x, 'stringValue'),
+                                                    JSONExtractArrayRaw(JSONExtractRaw(v, 'arrayValue'), 'values'))),
     JSONExtractRaw(v))"""
 
 

@@ -8,9 +8,11 @@ A *source* is what the analysis commands take where they took paths: a path (OTL
 * files with ``engine="chdb"``: loaded into an in-memory chdb table with the exporter's schema by SQL
   (:data:`~rb_otel.analysis.schema.OTLP_JSON_ROWS`), then the same queries as a server's.
 
-Every source answers :meth:`RunsSource.fleet_summary` (:mod:`rb_otel.analysis.fleet`); a store computes it in
-SQL and returns aggregates. Every failure to reach or read a source is a :class:`SourceError`: one line naming
-the source (a URL's password elided), never a stack.
+Every source answers the same three questions: :meth:`RunsSource.fleet_summary` (:mod:`rb_otel.analysis.fleet`)
+and :meth:`RunsSource.experiment_report` (:mod:`rb_otel.analysis.experiment`), which a store computes in SQL and
+returns as aggregates, and :meth:`RunsSource.runs` (:mod:`rb_otel.analysis.runs`): the runs with their steps, for
+the commands that replay every step (``evaluate``, ``train``, the report page). Every failure to reach or read a
+source is a :class:`SourceError`: one line naming the source (a URL's password elided), never a stack.
 """
 
 from __future__ import annotations
@@ -23,10 +25,20 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from rb_otel.analysis.fleet import FleetFilter, FleetRow, fleet_sql, rows_from_store, summarise_spans
+from rb_otel.ab.experiment_report import answer, not_found, report, select_arms
+from rb_otel.ab.prices import Prices
+from rb_otel.analysis.experiment import (
+    arm_runs_from_store,
+    arm_usage_from_store,
+    experiment_sql,
+    experiments_found_sql,
+)
+from rb_otel.analysis.fleet import FleetFilter, FleetRow, fleet_sql, rows_from_store, run_filter, summarise_spans
+from rb_otel.analysis.runs import runs_sql, span_objects
 from rb_otel.analysis.schema import OTEL_TRACES_DDL, OTLP_JSON_ROWS, REQUIRED_COLUMNS
 from rb_otel.analysis.spans import SpanFileError, span_rows
 from rb_otel.backends.baselines.urls import display_url, scrub
+from rb_otel.report.traces import ReportRun, load_runs, runs_from_spans
 
 __all__ = ["ENGINES", "ChdbSource", "ClickHouseSource", "FilesSource", "RunsSource", "SourceError", "open_source"]
 
@@ -57,6 +69,16 @@ class RunsSource(Protocol):
         """The fleet summary for ``where`` (:mod:`rb_otel.analysis.fleet`)."""
         ...
 
+    def experiment_report(self, experiment_id: str, where: FleetFilter, *, on_fraction: float | None = None,
+                          prices: Prices | None = None) -> dict[str, Any]:  # fmt: skip
+        """The experiment's report (``rb-otel ab-report``'s) over the runs under ``where``; raises
+        :class:`~rb_otel.ab.experiment_report.ExperimentNotFound` when it has no runs there."""
+        ...
+
+    def runs(self, where: FleetFilter) -> tuple[list[ReportRun], list[str]]:
+        """The runs under ``where`` with their steps, and the problems met reading them."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -75,6 +97,13 @@ class FilesSource:
             return summarise_spans(span_rows(self.paths), where)
         except SpanFileError as exc:
             raise SourceError(str(exc)) from None
+
+    def experiment_report(self, experiment_id: str, where: FleetFilter, *, on_fraction: float | None = None,
+                          prices: Prices | None = None) -> dict[str, Any]:  # fmt: skip
+        return report(self.paths, experiment_id, on_fraction=on_fraction, prices=prices, keep=run_filter(where))
+
+    def runs(self, where: FleetFilter) -> tuple[list[ReportRun], list[str]]:
+        return load_runs(self.paths, keep=run_filter(where))
 
     def close(self) -> None:
         return None
@@ -118,6 +147,20 @@ class _SqlSource:
     def fleet_summary(self, where: FleetFilter) -> list[FleetRow]:
         by_run, by_state = fleet_sql(self.qualified, where)
         return rows_from_store(self._rows(by_run), self._rows(by_state))
+
+    def experiment_report(self, experiment_id: str, where: FleetFilter, *, on_fraction: float | None = None,
+                          prices: Prices | None = None) -> dict[str, Any]:  # fmt: skip
+        runs_query, usage_query = experiment_sql(self.qualified, experiment_id, where)
+        runs = arm_runs_from_store(self._rows(runs_query))
+        if not runs:
+            found = {str(e): int(count) for e, count in self._rows(experiments_found_sql(self.qualified, where))}
+            raise not_found(experiment_id, self.shown, found)
+        by_arm = select_arms(runs, experiment_id, self.shown)
+        usage = arm_usage_from_store(self._rows(usage_query))
+        return answer(by_arm, usage, experiment_id, on_fraction=on_fraction, prices=prices)
+
+    def runs(self, where: FleetFilter) -> tuple[list[ReportRun], list[str]]:
+        return runs_from_spans(span_objects(self._rows(runs_sql(self.qualified, where)))), []
 
     def explain(self, where: FleetFilter) -> str:
         """The engine's plan of the runs query (``EXPLAIN``), which shows where the filters are applied."""

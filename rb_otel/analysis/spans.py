@@ -21,7 +21,8 @@ class SpanFileError(ValueError):
 
 def attribute_string(value: Any) -> str:
     """An OTLP/JSON ``AnyValue`` as the ClickHouse exporter stores it (strings as they are, integers in decimal,
-    booleans ``true``/``false``; doubles and arrays in a form the analysis never compares)."""
+    booleans ``true``/``false``, arrays of strings as their JSON list; doubles in a form the analysis never
+    compares)."""
     if not isinstance(value, dict):
         return ""
     if "stringValue" in value:
@@ -32,6 +33,9 @@ def attribute_string(value: Any) -> str:
         return "true" if value["boolValue"] else "false"
     if "doubleValue" in value:
         return repr(float(value["doubleValue"]))
+    if "arrayValue" in value:
+        items = (value["arrayValue"] or {}).get("values", [])
+        return json.dumps([str(v.get("stringValue", "")) for v in items if isinstance(v, dict)], separators=(",", ":"))
     return json.dumps(value, separators=(",", ":"))
 
 

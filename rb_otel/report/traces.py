@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rb_otel.types import FSMState
 
-__all__ = ["ReportRun", "ReportStep", "ReportTool", "load_runs"]
+__all__ = ["ReportRun", "ReportStep", "ReportTool", "RunSpanFilter", "load_runs", "runs_from_spans"]
+
+#: Which run parts to keep: ``keep(attributes, start_ns, service)`` of an ``invoke_agent`` span (its typed
+#: attributes, its start in nanoseconds, its resource's ``service.name``); the parts it drops take their model
+#: calls and tools with them.
+RunSpanFilter = Callable[[dict[str, Any], int, str], bool]
 
 
 @dataclass(slots=True)
@@ -104,7 +109,7 @@ def _seconds(nanos: Any) -> float:
         return 0.0
 
 
-def _spans(path: Path, problems: list[str]) -> Iterable[dict[str, Any]]:
+def _spans(path: Path, problems: list[str], keep: RunSpanFilter | None) -> Iterable[dict[str, Any]]:
     with path.open(encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -118,8 +123,21 @@ def _spans(path: Path, problems: list[str]) -> Iterable[dict[str, Any]]:
                 problems.append(f"{path}: line {number}: expected an OTLP/JSON object with 'resourceSpans'")
                 continue
             for resource_spans in document.get("resourceSpans", []):
+                service = ""
+                if keep is not None:
+                    resource = _attributes((resource_spans.get("resource") or {}).get("attributes"))
+                    service = str(resource.get("service.name") or "")
                 for scope_spans in resource_spans.get("scopeSpans", []):
-                    yield from scope_spans.get("spans", [])
+                    for span in scope_spans.get("spans", []):
+                        if keep is None or not _dropped(span, service, keep):
+                            yield span
+
+
+def _dropped(span: dict[str, Any], service: str, keep: RunSpanFilter) -> bool:
+    if not str(span.get("name", "")).startswith("invoke_agent"):
+        return False
+    start = int(span.get("startTimeUnixNano") or 0)
+    return not keep(_attributes(span.get("attributes")), start, service)
 
 
 def _step(span: dict[str, Any]) -> ReportStep:
@@ -172,15 +190,23 @@ def _tool(span: dict[str, Any]) -> ReportTool:
     )
 
 
-def load_runs(paths: Iterable[str | Path]) -> tuple[list[ReportRun], list[str]]:
-    """Every run in ``paths``, in start order, and the problems met (``file: line N: what``)."""
+def load_runs(paths: Iterable[str | Path], *, keep: RunSpanFilter | None = None) -> tuple[list[ReportRun], list[str]]:
+    """Every run in ``paths``, in start order, and the problems met (``file: line N: what``); with ``keep``, only
+    the run parts it keeps (:data:`RunSpanFilter`)."""
     problems: list[str] = []
     spans: list[dict[str, Any]] = []
     for path in map(Path, paths):
         if not path.is_file():
             problems.append(f"{path}: no such file")
             continue
-        spans.extend(_spans(path, problems))
+        spans.extend(_spans(path, problems, keep))
+    return runs_from_spans(spans), problems
+
+
+def runs_from_spans(spans: Iterable[dict[str, Any]]) -> list[ReportRun]:
+    """The runs of OTLP/JSON span objects (``name``, ``spanId``, ``parentSpanId``, ``attributes``, ...), in start
+    order: each ``invoke_agent`` span with its ``chat`` and ``execute_tool`` children, the parts of a run joined."""
+    spans = list(spans)
     children: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for span in spans:
         if span.get("parentSpanId"):
@@ -215,7 +241,7 @@ def load_runs(paths: Iterable[str | Path]) -> tuple[list[ReportRun], list[str]]:
                 run.steps[-1].tools.append(_tool(kid))  # a tool runs after the model call that asked for it
         runs.append(run)
     runs.sort(key=lambda r: r.start)
-    return _joined(runs), problems
+    return _joined(runs)
 
 
 #: Run-span totals that add up across the parts of one run.

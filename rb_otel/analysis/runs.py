@@ -30,6 +30,9 @@ TYPED_ATTRIBUTES: Mapping[str, str] = {
     "rb.tokens": _INT,
     "rb.usage.unreported": _INT,
     "rb.token_saving.chars_saved": _INT,
+    "rb.token_saving.compressions": _INT,
+    "rb.token_saving.early_exits": _INT,
+    n.RB_MONITOR_INJECTIONS: _INT,
     "gen_ai.usage.input_tokens": _INT,
     "gen_ai.usage.output_tokens": _INT,
     "gen_ai.usage.cache_read.input_tokens": _INT,
@@ -38,10 +41,14 @@ TYPED_ATTRIBUTES: Mapping[str, str] = {
     "rb.monitor.composite": _DOUBLE,
     "rb.experiment.on_fraction": _DOUBLE,
     "gen_ai.evaluation.score.value": _DOUBLE,
+    "rb.latency_ms": _DOUBLE,
+    "rb.steering.duration_ms": _DOUBLE,
     "rb.entered_skip": _BOOL,
     n.RB_MONITORS_FIRED: _STRINGS,
     "rb.injection_sources": _STRINGS,
     "rb.intervention_texts": _STRINGS,
+    "rb.tool_calls": _STRINGS,
+    "gen_ai.response.finish_reasons": _STRINGS,
 }
 
 _STATUS_CODES = {"Unset": 0, "Ok": 1, "Error": 2}

@@ -162,10 +162,12 @@ class _SqlSource:
     def runs(self, where: FleetFilter) -> tuple[list[ReportRun], list[str]]:
         return runs_from_spans(span_objects(self._rows(runs_sql(self.qualified, where)))), []
 
-    def explain(self, where: FleetFilter) -> str:
-        """The engine's plan of the runs query (``EXPLAIN``), which shows where the filters are applied."""
-        by_run, _ = fleet_sql(self.qualified, where)
-        return "\n".join(str(r[0]) for r in self._rows(f"EXPLAIN actions = 1 {by_run}"))
+    def explain(self, where: FleetFilter, *, experiment: str | None = None) -> str:
+        """The engine's plan (``EXPLAIN``) of the summary's runs query, or of ``experiment``'s runs query: it
+        shows where the filters are applied."""
+        query = fleet_sql(self.qualified, where)[0] if experiment is None else experiment_sql(
+            self.qualified, experiment, where)[0]  # fmt: skip
+        return "\n".join(str(r[0]) for r in self._rows(f"EXPLAIN actions = 1 {query}"))
 
 
 def _base_type(kind: str) -> str:

@@ -8,11 +8,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from rb_otel.cli.output import emit_json, json_option
+from rb_otel.cli.sources import add_source_options, source_filter
 
 __all__ = ["add_baselines", "add_train"]
 
 
 def _train(args: argparse.Namespace) -> int:
+    from rb_otel.analysis import SourceError
     from rb_otel.importers import RecordError
     from rb_otel.training import TrainingError, train
 
@@ -30,8 +32,10 @@ def _train(args: argparse.Namespace) -> int:
             format=args.format,
             progress=progress,
             held_out_agents=args.held_out_agents,
+            where=source_filter(args),
+            engine=args.engine,
         )
-    except (TrainingError, RecordError, OSError) as exc:
+    except (TrainingError, RecordError, SourceError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json != "-":
@@ -115,7 +119,11 @@ def _baseline_table(url: str, agents: Sequence[Any]) -> list[str]:
 def add_train(sub: Any, formats: list[str]) -> None:
     """The ``train`` subcommand, on the ``add_subparsers`` object ``sub``."""
     tr = sub.add_parser("train", help="fit the pilot to your agent's labelled runs; writes a pilot/2 model file")
-    tr.add_argument("paths", nargs="+", help="files or directories of runs (any importer format, or OTLP/JSON)")
+    add_source_options(
+        tr,
+        files="files or directories of runs (any importer format, or OTLP/JSON)",
+        engine="how OTLP/JSON files are read: python, or chdb (the embedded engine, the store's SQL)",
+    )
     tr.add_argument("--labels", default=None, help="outcomes file, when the runs do not carry their own")
     tr.add_argument("--out", default="pilot.json", help="the model file to write (default: pilot.json)")
     tr.add_argument(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.cli.output import emit_json, json_option, write
+from rb_otel.cli.sources import add_source_options, source_filter
 
 __all__ = ["add_demo", "add_replay_and_evaluate"]
 
@@ -122,6 +123,8 @@ def _evaluate(args: argparse.Namespace) -> int:
             pilot_model=args.pilot_model,
             format=args.format,
             progress=None if args.quiet else print_progress,
+            where=source_filter(args),
+            engine=args.engine,
         )
     except (EvaluationError, RecordError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -185,7 +188,11 @@ def add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     rep.add_argument("--out", default="out", help="directory for the OTLP-JSON files (when not exporting OTLP)")
     rep.set_defaults(func=_replay)
     ev = sub.add_parser("evaluate", help="replay labelled runs and measure how well steering flags failures")
-    ev.add_argument("paths", nargs="+", help="files or directories of runs (any importer format, or OTLP/JSON)")
+    add_source_options(
+        ev,
+        files="files or directories of runs (any importer format, or OTLP/JSON)",
+        engine="how OTLP/JSON files are read: python, or chdb (the embedded engine, the store's SQL)",
+    )
     ev.add_argument("--labels", default=None, help="outcomes file, when the runs do not carry their own")
     ev.add_argument("--scorer", choices=["heuristic", "pilot"], default="pilot", help="scorer (default: pilot)")
     ev.add_argument("--pilot-model", default=None, metavar="FILE", help="score with this pilot (rb-otel train's)")

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rb_otel.analysis.fleet import FleetFilter
+from rb_otel.analysis.imported import read_from_source, source_runs
+from rb_otel.backends.baselines.urls import display_url
 from rb_otel.backends.pilot import PilotScorer
 from rb_otel.evaluation.early import (
     EARLY_STEPS,
@@ -35,7 +38,7 @@ from rb_otel.evaluation.metrics import auroc, auroc_interval, calibration_bins
 from rb_otel.importers.detect import input_files
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
-from rb_otel.importers.replay import replay
+from rb_otel.importers.replay import replay, replay_runs
 from rb_otel.steering.scoring import Scorer, resolve_scorer
 from rb_otel.telemetry.silent import silent_providers
 from rb_otel.types import FSMState
@@ -223,6 +226,8 @@ def evaluate(
     pilot_model: str | Path | None = None,
     format: str = "auto",
     progress: Callable[[str, int], None] | None = None,
+    where: FleetFilter | None = None,
+    engine: str = "python",
 ) -> Evaluation:
     """Replay ``paths`` (files or directories) and measure each signal against the runs' outcomes.
 
@@ -231,6 +236,9 @@ def evaluate(
     ``labels`` match no run (listing run ids of both sides); :class:`RecordError` for an unreadable input;
     ``ValueError`` for a model file that is not one.
     ``progress(path, runs so far)`` is called after each path.
+    ``paths`` may be one trace store's URL; ``where`` (time window, agent, service) and ``engine="chdb"`` select
+    the runs in the source (:mod:`rb_otel.analysis.imported`), which raises
+    :class:`~rb_otel.analysis.sources.SourceError` when it cannot be reached or read.
     """
     outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
     if pilot_model is not None:
@@ -241,7 +249,10 @@ def evaluate(
         shared = resolve_scorer(scorer)
         if isinstance(shared, PilotScorer) and scorer == "pilot":
             shared = PilotScorer(baselines="memory://")  # measuring: baselines learned here, in file order
-    results = _replay_all(paths, shared, outcomes, format, progress)
+    if read_from_source(paths, where, engine):
+        results = _replay_source(paths, where, engine, scorer=shared, outcomes=outcomes, progress=progress)
+    else:
+        results = _replay_all(paths, shared, outcomes, format, progress)
     labelled = _labelled(results.results, outcomes, paths)
     runs = [_outcome(r) for r in labelled]
     traces = [r.trace() for r in runs if r.scores]
@@ -302,6 +313,26 @@ def _replay_all(
     return _Replayed(results, problems)
 
 
+def _replay_source(
+    paths: Sequence[str | Path],
+    where: FleetFilter | None,
+    engine: str,
+    *,
+    scorer: Scorer,
+    outcomes: Labels | None,
+    progress: Callable[[str, int], None] | None,
+) -> _Replayed:
+    found = source_runs(paths, where, engine=engine)
+    tracer_provider, meter_provider = silent_providers()  # measuring only: nothing is exported
+    results = replay_runs(found.runs, identity=found.shown, scorer=scorer, labels=outcomes,
+                          tracer_provider=tracer_provider, meter_provider=meter_provider)  # fmt: skip
+    if progress is not None:
+        progress(found.shown, len(results))
+    if not results:
+        raise EvaluationError(f"no runs found in {found.shown} under the filters given")
+    return _Replayed(results, found.problems)
+
+
 def _labelled(results: list[ReplayResult], outcomes: Labels | None, paths: Sequence[str | Path]) -> list[ReplayResult]:
     if outcomes is not None:
         matched = [r for r in results if outcomes.outcome_of(r.run_id) is not None]
@@ -314,8 +345,8 @@ def _labelled(results: list[ReplayResult], outcomes: Labels | None, paths: Seque
     labelled = [r for r in results if _failed(r.outcome) is not None]
     if not labelled:
         raise EvaluationError(
-            f"{', '.join(map(str, paths))}: these runs carry no outcome; pass --labels FILE (SWE-bench results.json, "
-            "mini-swe-agent results_summary.json, or {run_id: true|false}) or labels= in Python"
+            f"{', '.join(map(display_url, paths))}: these runs carry no outcome; pass --labels FILE (SWE-bench "
+            "results.json, mini-swe-agent results_summary.json, or {run_id: true|false}) or labels= in Python"
         )
     return labelled
 

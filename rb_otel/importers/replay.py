@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from rb_otel.telemetry import names as n
 from rb_otel.telemetry.derived_ids import DerivedIds
 from rb_otel.types import FSMState, MonitorEvaluation, RunFields, StepLogEntry
 
-__all__ = ["READERS", "replay"]
+__all__ = ["READERS", "replay", "replay_runs"]
 
 READERS = {
     "steplog": steplog.read,
@@ -104,14 +104,7 @@ def replay(
     if format != "auto" and format not in READERS:
         raise RecordError(str(source), "format", f"unknown format {format!r}; choose auto or one of {FORMATS}")
     outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
-    # Named scorers learn their baselines here only: a replay never writes a configured store's baselines.
-    resolved = (
-        PilotScorer(baselines="memory://")
-        if scorer == "pilot"
-        else resolve_scorer(scorer)
-        if scorer is not None or rescore
-        else None
-    )
+    resolved = _resolved(scorer, rescore)
     telemetry = Telemetry(
         tracer_provider=tracer_provider, meter_provider=meter_provider, logger_provider=logger_provider
     )
@@ -134,6 +127,38 @@ def replay(
     for result in results:
         result.problems = problems
     return results
+
+
+def replay_runs(
+    runs: Iterable[ImportedRun],
+    *,
+    identity: str,
+    scorer: str | Scorer | Callable[..., float] | None = None,
+    labels: Labels | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    keep_steps: bool = True,
+) -> list[ReplayResult]:
+    """Replay runs already read (a trace store's, :func:`rb_otel.analysis.imported.source_runs`) as :func:`replay`
+    replays a file's; ``identity`` (the source as messages show it) takes the file digest's place in the derived
+    ids, so the same runs of the same source replay with the same ids."""
+    telemetry = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    digest = hashlib.sha256(identity.encode()).digest()
+    replayer = _Replayer(telemetry, telemetry.derived_ids(), digest, scorer=_resolved(scorer, False),
+                         keep_steps=keep_steps)  # fmt: skip
+    results = []
+    for run in runs:
+        if labels is not None:
+            _apply_label(run, labels)
+        results.append(replayer.run(run))
+    return results
+
+
+def _resolved(scorer: str | Scorer | Callable[..., float] | None, rescore: bool) -> Scorer | None:
+    # Named scorers learn their baselines here only: a replay never writes a configured store's baselines.
+    if scorer == "pilot":
+        return PilotScorer(baselines="memory://")
+    return resolve_scorer(scorer) if scorer is not None or rescore else None
 
 
 def _apply_label(run: ImportedRun, labels: Labels) -> None:

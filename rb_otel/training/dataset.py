@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from rb_otel.analysis.fleet import FleetFilter
+from rb_otel.analysis.imported import read_from_source, source_runs
 from rb_otel.importers.detect import FORMATS, detect, input_files
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
@@ -66,17 +68,32 @@ def failed_of(outcome: str) -> bool | None:
 
 
 def read_dataset(
-    paths: Sequence[str | Path], *, labels: str | Path | Labels | None = None, format: str = "auto"
+    paths: Sequence[str | Path],
+    *,
+    labels: str | Path | Labels | None = None,
+    format: str = "auto",
+    where: FleetFilter | None = None,
+    engine: str = "python",
 ) -> Dataset:
     """Every labelled run under ``paths`` (files or directories, in name order). ``labels`` sets outcomes by run id.
 
+    With a URL among ``paths`` (a trace store), ``engine="chdb"`` or a filter ``where``, the runs come from that
+    source, selected there (:mod:`rb_otel.analysis.imported`).
     Raises :class:`~rb_otel.importers.model.RecordError` for a file given by name that cannot be read (one found
-    in a directory is skipped and listed in ``problems``) and for an unknown ``format``.
+    in a directory is skipped and listed in ``problems``) and for an unknown ``format``;
+    :class:`~rb_otel.analysis.sources.SourceError` for a source that cannot be reached or read.
     """
     if format != "auto" and format not in READERS:
         raise RecordError(str(paths[0]) if paths else "", "format", f"unknown format {format!r}; choose {FORMATS}")
     outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
     data = Dataset(runs=[])
+    if read_from_source(paths, where, engine):
+        sourced = source_runs(paths, where, engine=engine)
+        data.problems += sourced.problems
+        data.files = sourced.files
+        taken = [one for run in sourced.runs if (one := _labelled(run, outcomes, data))]
+        data.runs = grouped([run for run in taken if run.steps])
+        return data
     for path, in_directory in input_files(paths):
         try:
             if not path.is_file():

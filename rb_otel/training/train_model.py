@@ -23,6 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rb_otel._version import __version__
+from rb_otel.analysis.fleet import FleetFilter
+from rb_otel.backends.baselines.urls import display_url
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
 from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_values
 from rb_otel.files import write_atomically
@@ -74,11 +76,15 @@ def train(
     progress: Callable[[str], None] | None = None,
     permutations: int = PERMUTATIONS,
     held_out_agents: bool = True,
+    where: FleetFilter | None = None,
+    engine: str = "python",
 ) -> TrainingResult:
     """Fit, cross-validate and (when trusted, or with ``force``) write a pilot/2 model (module docstring).
     ``permutations``: fits on shuffled outcomes for the test against chance (0 skips it: never trusted then).
     ``held_out_agents``: with runs of two or more agents, hold each out in turn
     (:mod:`rb_otel.training.held_out`); SKIP is then on only where it held its budget on the held-out agents.
+    ``paths`` may be one trace store's URL; ``where`` (time window, agent, service) and ``engine="chdb"`` select
+    the runs in the source (:mod:`rb_otel.analysis.imported`).
 
     Raises :class:`TrainingError` when there is nothing to fit, and
     :class:`~rb_otel.importers.model.RecordError` for an unreadable input.
@@ -86,7 +92,7 @@ def train(
     if not 0.0 <= max_false_stops < 1.0:
         raise TrainingError(f"max_false_stops must be in [0, 1), got {max_false_stops!r}")
     _require_scipy()
-    dataset = read_dataset(paths, labels=labels, format=format)
+    dataset = read_dataset(paths, labels=labels, format=format, where=where, engine=engine)
     _checked_runs(dataset, paths)
     return train_dataset(
         dataset,
@@ -166,7 +172,7 @@ def train_dataset(
 
 
 def _checked_runs(dataset: Dataset, paths: Sequence[str | Path]) -> list[LabelledRun]:
-    where = ", ".join(map(str, paths))
+    where = ", ".join(map(display_url, paths))
     if not dataset.runs:
         raise TrainingError(
             f"{where}: no labelled runs ({dataset.unlabelled} without an outcome); pass --labels FILE (SWE-bench "

@@ -22,7 +22,7 @@ from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, Imp
 from rb_otel.report.traces import ReportRun, ReportStep, load_runs
 from rb_otel.telemetry import names as n
 
-__all__ = ["read"]
+__all__ = ["imported_run", "read", "read_problem"]
 
 
 def _text_of(messages: Any) -> str:
@@ -60,7 +60,8 @@ def _step(index: int, step: ReportStep) -> ImportedStep:
     return imported
 
 
-def _run(run: ReportRun) -> ImportedRun:
+def imported_run(run: ReportRun) -> ImportedRun:
+    """A joined run of rb-otel's traces (:func:`~rb_otel.report.traces.load_runs`'s, a store's) as an imported run."""
     steps = [s for s in run.steps if not s.error]  # a failed model call is a span, not a step
     models = Counter(s.model for s in steps if s.model)
     task = str(run.attributes.get(n.RB_METADATA_PREFIX + "task_id") or "")
@@ -81,10 +82,15 @@ def _run(run: ReportRun) -> ImportedRun:
 
 def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
     runs, skipped = load_runs([path])
-    for problem in skipped:  # "path: line N: what", as the report loader words them
-        where, _, what = problem.removeprefix(f"{path}: ").partition(": ")
-        problems.append(ImportProblem(str(path), where, what))
+    problems += [read_problem(problem) for problem in skipped]
     if not runs:
         raise RecordError(str(path), "top level", "no invoke_agent spans (is this an rb-otel OTLP/JSON trace file?)")
     for run in runs:
-        yield _run(run)
+        yield imported_run(run)
+
+
+def read_problem(problem: str) -> ImportProblem:
+    """A problem the trace loader reported (``"path: line N: what"``) as an :class:`ImportProblem`."""
+    path, _, rest = problem.partition(": ")
+    where, _, what = rest.partition(": ")
+    return ImportProblem(path, where, what)

@@ -1,4 +1,4 @@
-"""The fleet summary over many runs: the files path (Python) against the embedded engine (chdb), time and memory.
+"""Analysis over many runs: the files path (Python) against the embedded engine (chdb), time and memory.
 
     python benchmarks/bench_analysis.py [--runs 10000] [--days 7] [--keep DIR]
 
@@ -13,7 +13,10 @@ Then, each in a fresh process (its peak RSS read from the operating system):
   Collector would have written them), then ``rb-otel report --summary chdb:///folder``: what a fleet whose traces
   are already in ClickHouse pays.
 
-Prints the seconds and peak RSS of each and checks the three JSON answers are identical.
+each for three commands: the fleet summary (``report --summary``), the demo experiment's answer (``ab-report
+--experiment demo-experiment``) and ``train``'s dataset build (``read_dataset``: the labelled runs with their
+steps, what the fit reads). Prints the seconds and peak RSS of each and checks the three answers of each command
+are identical.
 """
 
 from __future__ import annotations
@@ -94,9 +97,36 @@ def generate(folder: Path, runs: int, days: int) -> tuple[list[Path], int]:
     return files, spans
 
 
-def timed(args: list[str], out: Path) -> tuple[float, float]:
-    """Seconds and peak RSS (MB) of ``rb-otel report --summary ARGS --json OUT`` in a fresh process."""
-    command = [sys.executable, "-m", "rb_otel.cli", "report", *args, "--summary", "--json", str(out)]
+#: ``train``'s dataset build in a fresh process: the labelled runs, with a digest of their steps, as JSON.
+DATASET = (
+    "import hashlib, json, sys; from rb_otel.training.dataset import read_dataset; "
+    "args = sys.argv[2:]; engine = 'chdb' if '--engine' in args else 'python'; "
+    "d = read_dataset([a for a in args if a not in ('--engine', 'chdb')], engine=engine); "
+    "rows = sorted([r.run_id, r.failed, len(r.steps), sum(r.tokens), "
+    "hashlib.sha256(repr(r.steps).encode()).hexdigest()] for r in d.runs); "
+    "open(sys.argv[1], 'w').write(json.dumps({'runs': rows}))"
+)
+
+
+def _command(what: str, args: list[str], out: Path) -> list[str]:
+    cli = [sys.executable, "-m", "rb_otel.cli"]
+    if what == "report":
+        return [*cli, "report", *args, "--summary", "--json", str(out)]
+    if what == "ab-report":
+        return [*cli, "ab-report", *args, "--experiment", "demo-experiment", "--json", str(out)]
+    return [sys.executable, "-c", DATASET, str(out), *args]
+
+
+def _answer(path: Path) -> Any:
+    """A command's JSON answer without the field that names where it read the runs (it differs by source)."""
+    answer = json.loads(path.read_text())
+    if isinstance(answer, dict):
+        answer.pop("source", None)
+    return answer
+
+
+def timed(command: list[str]) -> tuple[float, float]:
+    """Seconds and peak RSS (MB) of ``command`` in a fresh process."""
     code = (
         "import resource, subprocess, sys, time; t = time.perf_counter(); "
         f"r = subprocess.run({command!r},"
@@ -130,17 +160,20 @@ def main() -> int:
 
         ChdbSource(folder=str(store.mkdir() or store), files=files).close()
         print(f"loaded into a chdb folder (the exporter's schema) in {time.perf_counter() - started:.1f} s")
-        results = {}
-        for name, source in (("files", names), ("chdb files", [*names, "--engine", "chdb"]),
-                             ("chdb folder", [f"chdb://{store}"])):  # fmt: skip
-            out = folder / f"{name.replace(' ', '-')}.json"
-            seconds, rss = timed(source, out)
-            results[name] = json.loads(out.read_text())["runs"]
-            print(f"  {name:<12} {seconds:7.2f} s   peak RSS {rss:7.0f} MB")
-        same = results["files"] == results["chdb files"] == results["chdb folder"]
-        print(f"identical answers: {same} ({sum(r['runs'] for r in results['files']):,} runs in "
-              f"{len(results['files'])} agent-days)")  # fmt: skip
-        return 0 if same else 1
+        sources = (("files", names), ("chdb files", [*names, "--engine", "chdb"]), ("chdb folder", [f"chdb://{store}"]))
+        all_same = True
+        for what in ("report", "ab-report", "dataset"):
+            print(what)
+            answers = []
+            for name, source in sources:
+                out = folder / f"{what}-{name.replace(' ', '-')}.json"
+                seconds, rss = timed(_command(what, source, out))
+                answers.append(_answer(out))
+                print(f"  {name:<12} {seconds:7.2f} s   peak RSS {rss:7.0f} MB")
+            same = answers[0] == answers[1] == answers[2]
+            all_same = all_same and same
+            print(f"  identical answers: {same}")
+        return 0 if all_same else 1
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)

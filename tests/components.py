@@ -251,14 +251,11 @@ class PostgresServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(self.directory, "postgres", "postgres")
-        subprocess.run(
-            self._as_owner(self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"),
-            check=True,
-            capture_output=True,
-            timeout=120,
+        self._run(
+            self._as_owner(self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"), 120
         )
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.directory} -F"
-        subprocess.run(
+        self._run(
             self._as_owner(
                 self.pg_ctl,
                 "-D",
@@ -272,10 +269,16 @@ class PostgresServer:
                 "60",
                 "start",
             ),
-            check=True,
-            capture_output=True,
-            timeout=90,
+            90,
         )
+
+    @staticmethod
+    def _run(command: list[str], timeout: float) -> None:
+        """Run one setup command; a failure says what the command printed (initdb's reason is on its stderr)."""
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()[-2000:]
+            raise RuntimeError(f"{' '.join(command)} failed (exit {done.returncode}): {said}")
 
     def stop(self) -> None:
         subprocess.run(

@@ -20,9 +20,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rb_otel.analysis import FleetFilter, open_source
 from rb_otel.analysis.imported import source_runs
+from rb_otel.analysis.runs import TYPED_ATTRIBUTES, runs_sql, typed_value
 from rb_otel.analysis.sources import ChdbSource
 from rb_otel.report import load_runs
 
@@ -97,6 +100,41 @@ def test_a_missing_experiment_lists_the_store_s_experiments(folder: str) -> None
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: no runs of experiment 'nope' in {folder}; experiments found: " \
         f"'{EXPERIMENT}' (24 runs)"  # fmt: skip
+
+
+_STORED_AS_TEXT = st.one_of(  # a value of each kind, and the string the exporter stores it as
+    st.integers(min_value=-(2**63), max_value=2**63 - 1).map(lambda v: (v, str(v))),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda v: (v, repr(v))),
+    st.booleans().map(lambda v: (v, "true" if v else "false")),
+    st.lists(st.text(max_size=8), max_size=4).map(lambda v: (v, json.dumps(v))),
+)
+
+
+@given(key=st.sampled_from(sorted(TYPED_ATTRIBUTES)), stored=_STORED_AS_TEXT)
+def test_a_stored_value_is_typed_as_its_name_promises_or_kept_as_text(key: str, stored: tuple[object, str]) -> None:
+    value, text = stored
+    kind = TYPED_ATTRIBUTES[key]
+    typed = typed_value(key, text)
+    promised = {"intValue": int, "doubleValue": float, "boolValue": bool, "arrayValue": list}[kind]
+    if isinstance(value, promised) and not (promised is int and isinstance(value, bool)):
+        assert typed == value  # what the file's typed value reads back as
+    elif promised is float and isinstance(value, int) and not isinstance(value, bool):
+        assert typed == float(value)
+    else:
+        assert isinstance(typed, promised) or typed == text
+    assert typed_value("gen_ai.agent.name", text) == text  # a name not promised a type stays text
+
+
+@pytest.mark.parametrize("block_rows", [1, 7, 4096])
+def test_a_streamed_answer_is_the_whole_answer_in_order(demo: Path, folder: str, block_rows: int) -> None:
+    source = ChdbSource(folder=str(demo / "store"), database="otel")
+    try:
+        source.STREAM_BLOCK_ROWS = block_rows  # many blocks, or one
+        for where in (FleetFilter(), FleetFilter(agent="nobody")):
+            sql = runs_sql(source.qualified, where)
+            assert list(source._row_stream(sql)) == source._rows(sql)  # the plain definition
+    finally:
+        source.close()
 
 
 def test_a_store_s_runs_are_the_files_runs(demo: Path, folder: str) -> None:

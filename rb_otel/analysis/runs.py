@@ -3,22 +3,24 @@
 
 The store selects the run spans (``invoke_agent``) under the filters and their direct ``chat`` and
 ``execute_tool`` children (``ParentSpanId``), and returns those spans only, a handful of columns each: no other
-span of the trace (retrievals, LangGraph nodes, HTTP) leaves the store. Each row becomes the OTLP/JSON span object
-it was exported from, its attribute values given back their types (:data:`TYPED_ATTRIBUTES`: the exporter stores
-every value as a string), and :func:`rb_otel.report.traces.runs_from_spans` builds the runs exactly as it does
+span of the trace (retrievals, LangGraph nodes, HTTP) leaves the store. Each row becomes a span record
+(:class:`rb_otel.report.traces.SpanRecord`, what a trace file's span is read into), its attribute values given back
+their types (:data:`TYPED_ATTRIBUTES`: the exporter stores
+every value as a string), and :func:`rb_otel.report.traces.runs_from_records` builds the runs exactly as it does
 from trace files.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rb_otel.analysis.fleet import FleetFilter, run_predicates, starts_at_or_after
+from rb_otel.report.traces import SpanRecord
 from rb_otel.telemetry import names as n
 
-__all__ = ["TYPED_ATTRIBUTES", "runs_sql", "span_object"]
+__all__ = ["TYPED_ATTRIBUTES", "runs_sql", "span_record", "typed_value"]
 
 _INT, _DOUBLE, _BOOL, _STRINGS = "intValue", "doubleValue", "boolValue", "arrayValue"
 
@@ -51,12 +53,10 @@ TYPED_ATTRIBUTES: Mapping[str, str] = {
     "gen_ai.response.finish_reasons": _STRINGS,
 }
 
-_STATUS_CODES = {"Unset": 0, "Ok": 1, "Error": 2}
-
 
 def runs_sql(table: str, where: FleetFilter) -> str:
     """The spans of the runs under ``where``: their run spans and those spans' ``chat`` and ``execute_tool``
-    children, oldest first (:func:`span_object`'s columns)."""
+    children, oldest first (:func:`span_record`'s columns)."""
     runs = " AND ".join(run_predicates(where, operation=False))
     children = f"(startsWith(SpanName, 'chat') OR startsWith(SpanName, 'execute_tool')) AND ParentSpanId IN " \
                f"(SELECT SpanId FROM {table} WHERE {runs})"  # fmt: skip
@@ -69,46 +69,43 @@ def runs_sql(table: str, where: FleetFilter) -> str:
         ORDER BY Timestamp, SpanId"""
 
 
-def _value(key: str, text: str) -> dict[str, Any]:
+def typed_value(key: str, text: str) -> Any:
+    """The value of attribute ``key`` that the store holds as ``text``, as the run readers read it from a trace
+    file: an int, a float, a bool or a list of strings for :data:`TYPED_ATTRIBUTES`, else the text itself. A
+    text that is not the type its name promises is kept as the text, as a file with that value would be read."""
     kind = TYPED_ATTRIBUTES.get(key)
+    if kind is None:
+        return text
     try:
         if kind == _INT:
-            return {_INT: str(int(text))}
+            return int(text)
         if kind == _DOUBLE:
-            return {_DOUBLE: float(text)}
+            return float(text)
         if kind == _BOOL:
-            return {_BOOL: text == "true"}
-        if kind == _STRINGS:
-            items = json.loads(text)
-            return {_STRINGS: {"values": [{"stringValue": str(v)} for v in items]}}
+            return text == "true"
+        items = json.loads(text)
     except (ValueError, TypeError):
-        pass  # not the type the name promises: kept as the text, as a file with that value would be read
-    return {"stringValue": text}
+        return text
+    return [str(v) for v in items] if isinstance(items, list) else text
 
 
-def _attributes(attributes: Mapping[str, str]) -> list[dict[str, Any]]:
-    return [{"key": str(k), "value": _value(str(k), str(v))} for k, v in attributes.items()]
+def _attributes(attributes: Mapping[str, str]) -> dict[str, Any]:
+    return {str(k): typed_value(str(k), str(v)) for k, v in attributes.items()}
 
 
-def span_object(row: Sequence[Any]) -> dict[str, Any]:
-    """One row of :func:`runs_sql` as the OTLP/JSON span object it was exported from."""
+def span_record(row: Sequence[Any]) -> SpanRecord:
+    """One row of :func:`runs_sql` as the span record the run readers take, built straight from the row: no
+    OTLP/JSON object in between."""
     start, trace, span, parent, name, duration, status, message, attributes, event_names, event_attributes = row
-    events = [
-        {"name": str(e), "attributes": _attributes(a)} for e, a in zip(event_names, event_attributes, strict=True)
-    ]
-    return {
-        "traceId": str(trace),
-        "spanId": str(span),
-        "parentSpanId": str(parent),
-        "name": str(name),
-        "startTimeUnixNano": str(start),
-        "endTimeUnixNano": str(int(start) + int(duration)),
-        "attributes": _attributes(attributes),
-        "events": events,
-        "status": {"code": _STATUS_CODES.get(str(status), 0), "message": str(message)},
-    }
-
-
-def span_objects(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every row of :func:`runs_sql` as a span object."""
-    return [span_object(row) for row in rows]
+    start_ns = int(start)
+    return SpanRecord(
+        name=str(name),
+        span_id=str(span),
+        parent_id=str(parent or ""),
+        trace_id=str(trace or ""),
+        start_ns=start_ns,
+        end_ns=start_ns + int(duration),
+        attributes=_attributes(attributes),
+        events=[(str(e), _attributes(a)) for e, a in zip(event_names, event_attributes, strict=True)],
+        error_status=(str(message) or "error") if str(status) == "Error" else None,
+    )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -34,11 +34,11 @@ from rb_otel.analysis.experiment import (
     experiments_found_sql,
 )
 from rb_otel.analysis.fleet import FleetFilter, FleetRow, fleet_sql, rows_from_store, run_filter, summarise_spans
-from rb_otel.analysis.runs import runs_sql, span_objects
+from rb_otel.analysis.runs import runs_sql, span_record
 from rb_otel.analysis.schema import OTEL_TRACES_DDL, OTLP_JSON_ROWS, REQUIRED_COLUMNS
 from rb_otel.analysis.spans import SpanFileError, span_rows
 from rb_otel.backends.baselines.urls import display_url, scrub
-from rb_otel.report.traces import ReportRun, load_runs, runs_from_spans
+from rb_otel.report.traces import ReportRun, load_runs, runs_from_records
 
 __all__ = ["ENGINES", "ChdbSource", "ClickHouseSource", "FilesSource", "RunsSource", "SourceError", "open_source"]
 
@@ -125,6 +125,11 @@ class _SqlSource:
     def _rows(self, sql: str) -> list[list[Any]]:  # pragma: no cover - each engine's own
         raise NotImplementedError
 
+    def _row_stream(self, sql: str) -> Iterator[Sequence[Any]]:
+        """The rows of ``sql`` in order, as the engine hands them over: a large answer (every span ``evaluate``
+        and ``train`` replay) need not be held whole. The plain definition is ``iter(self._rows(sql))``."""
+        return iter(self._rows(sql))
+
     @property
     def qualified(self) -> str:
         return f"`{self.database}`.`{self.table}`"
@@ -160,7 +165,7 @@ class _SqlSource:
         return answer(by_arm, usage, experiment_id, on_fraction=on_fraction, prices=prices)
 
     def runs(self, where: FleetFilter) -> tuple[list[ReportRun], list[str]]:
-        return runs_from_spans(span_objects(self._rows(runs_sql(self.qualified, where)))), []
+        return runs_from_records(map(span_record, self._row_stream(runs_sql(self.qualified, where)))), []
 
     def explain(self, where: FleetFilter, *, experiment: str | None = None) -> str:
         """The engine's plan (``EXPLAIN``) of the summary's runs query, or of ``experiment``'s runs query: it
@@ -222,6 +227,22 @@ class ChdbSource(_SqlSource):
             return []
         data: list[list[Any]] = json.loads(text).get("data", [])
         return data
+
+    #: Rows per block of a streamed answer: a block's text is parsed and dropped before the next is read.
+    STREAM_BLOCK_ROWS = 4096
+
+    def _row_stream(self, sql: str) -> Iterator[Sequence[Any]]:
+        try:
+            with self._session.send_query(f"{sql} SETTINGS max_block_size = {self.STREAM_BLOCK_ROWS}",
+                                          "JSONCompactEachRow") as stream:  # fmt: skip
+                for block in stream:
+                    for line in block.bytes().splitlines():
+                        if line.strip():
+                            yield json.loads(line)
+        except SourceError:
+            raise
+        except Exception as exc:  # chdb raises its own error types; one line whatever it is
+            raise SourceError(f"{self.shown}: {_first_line(exc)}") from None
 
     def close(self) -> None:
         session, self._session = getattr(self, "_session", None), None

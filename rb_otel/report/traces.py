@@ -16,7 +16,17 @@ from typing import Any
 
 from rb_otel.types import FSMState
 
-__all__ = ["ReportRun", "ReportStep", "ReportTool", "RunSpanFilter", "load_runs", "runs_from_spans"]
+__all__ = [
+    "ReportRun",
+    "ReportStep",
+    "ReportTool",
+    "RunSpanFilter",
+    "SpanRecord",
+    "load_runs",
+    "runs_from_records",
+    "runs_from_spans",
+    "span_record",
+]
 
 #: Which run parts to keep: ``keep(attributes, start_ns, service)`` of an ``invoke_agent`` span (its typed
 #: attributes, its start in nanoseconds, its resource's ``service.name``); the parts it drops take their model
@@ -102,13 +112,6 @@ def _attributes(raw: Iterable[dict[str, Any]] | None) -> dict[str, Any]:
     return {a["key"]: _value(a.get("value", {})) for a in raw or () if isinstance(a, dict) and "key" in a}
 
 
-def _seconds(nanos: Any) -> float:
-    try:
-        return int(nanos) / 1e9
-    except (TypeError, ValueError):
-        return 0.0
-
-
 def _spans(path: Path, problems: list[str], keep: RunSpanFilter | None) -> Iterable[dict[str, Any]]:
     with path.open(encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
@@ -140,21 +143,61 @@ def _dropped(span: dict[str, Any], service: str, keep: RunSpanFilter) -> bool:
     return not keep(_attributes(span.get("attributes")), start, service)
 
 
-def _step(span: dict[str, Any]) -> ReportStep:
-    attrs = _attributes(span.get("attributes"))
+@dataclass(slots=True)
+class SpanRecord:
+    """One span as the run readers read it, whatever held it: an OTLP/JSON span object (:func:`span_record`) or
+    a store's row (:func:`rb_otel.analysis.runs.span_record`). Its attributes are typed values, read once."""
+
+    name: str
+    span_id: str
+    parent_id: str  # "" for a root span
+    trace_id: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, typed attributes)
+    #: The status message of a span whose status is Error ("error" when it has none); None otherwise.
+    error_status: str | None = None
+
+
+def _nanos(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def span_record(span: dict[str, Any]) -> SpanRecord:
+    """An OTLP/JSON span object (``name``, ``spanId``, ``parentSpanId``, ``attributes``, ...) as a record."""
+    status = span.get("status") or {}
+    failed = status.get("code") in (2, "STATUS_CODE_ERROR")
+    return SpanRecord(
+        name=str(span.get("name", "")),
+        span_id=str(span.get("spanId")),
+        parent_id=str(span.get("parentSpanId") or ""),
+        trace_id=str(span.get("traceId") or ""),
+        start_ns=_nanos(span.get("startTimeUnixNano")),
+        end_ns=_nanos(span.get("endTimeUnixNano")),
+        attributes=_attributes(span.get("attributes")),
+        events=[(str(e.get("name", "")), _attributes(e.get("attributes"))) for e in span.get("events") or ()],
+        error_status=(status.get("message") or "error") if failed else None,
+    )
+
+
+def _step(span: SpanRecord) -> ReportStep:
+    attrs = span.attributes
     scores = {}
-    for event in span.get("events", []):
-        if event.get("name") == "gen_ai.evaluation.result":
-            e = _attributes(event.get("attributes"))
+    for name, e in span.events:
+        if name == "gen_ai.evaluation.result":
             scores[str(e.get("gen_ai.evaluation.name"))] = float(e.get("gen_ai.evaluation.score.value") or 0.0)
     fired = [str(m) for m in attrs.get("rb.monitors_fired") or []]
     error = attrs.get("error.type")
-    if error is None and (span.get("status") or {}).get("code") in (2, "STATUS_CODE_ERROR"):
-        error = (span.get("status") or {}).get("message") or "error"
+    if error is None:
+        error = span.error_status
     return ReportStep(
         index=int(attrs.get("rb.step", 0) or 0),
-        start=_seconds(span.get("startTimeUnixNano")),
-        end=_seconds(span.get("endTimeUnixNano")),
+        start=span.start_ns / 1e9,
+        end=span.end_ns / 1e9,
         state=str(attrs.get("rb.fsm_state") or ""),
         difficulty=attrs.get("rb.difficulty"),
         model=str(attrs.get("gen_ai.request.model") or ""),
@@ -177,13 +220,13 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _tool(span: dict[str, Any]) -> ReportTool:
-    attrs = _attributes(span.get("attributes"))
+def _tool(span: SpanRecord) -> ReportTool:
+    attrs = span.attributes
     error = attrs.get("error.type")
     return ReportTool(
-        name=str(attrs.get("gen_ai.tool.name") or span.get("name", "")),
-        start=_seconds(span.get("startTimeUnixNano")),
-        end=_seconds(span.get("endTimeUnixNano")),
+        name=str(attrs.get("gen_ai.tool.name") or span.name),
+        start=span.start_ns / 1e9,
+        end=span.end_ns / 1e9,
         arguments=attrs.get("gen_ai.tool.call.arguments"),
         result=attrs.get("gen_ai.tool.call.result"),
         error=None if error is None else str(error),
@@ -206,38 +249,40 @@ def load_runs(paths: Iterable[str | Path], *, keep: RunSpanFilter | None = None)
 def runs_from_spans(spans: Iterable[dict[str, Any]]) -> list[ReportRun]:
     """The runs of OTLP/JSON span objects (``name``, ``spanId``, ``parentSpanId``, ``attributes``, ...), in start
     order: each ``invoke_agent`` span with its ``chat`` and ``execute_tool`` children, the parts of a run joined."""
-    spans = list(spans)
-    children: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for span in spans:
-        if span.get("parentSpanId"):
-            children[str(span["parentSpanId"])].append(span)
+    return runs_from_records(map(span_record, spans))
+
+
+def runs_from_records(records: Iterable[SpanRecord]) -> list[ReportRun]:
+    """:func:`runs_from_spans` on span records: what every reader of runs (files or a store) ends in."""
+    records = list(records)
+    children: dict[str, list[SpanRecord]] = defaultdict(list)
+    for record in records:
+        if record.parent_id:
+            children[record.parent_id].append(record)
     runs = []
-    for span in spans:
-        if not str(span.get("name", "")).startswith("invoke_agent"):
+    for span in records:
+        if not span.name.startswith("invoke_agent"):
             continue
-        attrs = _attributes(span.get("attributes"))
+        attrs = span.attributes
         run = ReportRun(
-            run_id=str(attrs.get("rb.run_id") or span.get("spanId")),
+            run_id=str(attrs.get("rb.run_id") or span.span_id),
             agent=str(attrs.get("gen_ai.agent.name") or ""),
             outcome=str(attrs.get("rb.outcome") or ""),
-            start=_seconds(span.get("startTimeUnixNano")),
-            end=_seconds(span.get("endTimeUnixNano")),
-            trace_id=str(span.get("traceId") or ""),
+            start=span.start_ns / 1e9,
+            end=span.end_ns / 1e9,
+            trace_id=span.trace_id,
             scorer="",
             risk=attrs.get("rb.risk"),
             attributes=attrs,
         )
-        kids = sorted(children.get(str(span.get("spanId")), []), key=lambda s: int(s.get("startTimeUnixNano", 0)))
-        for kid in kids:
-            name = str(kid.get("name", ""))
-            if name.startswith("chat"):
-                kid_attributes = _attributes(kid.get("attributes"))
-                if "rb.call.source" in kid_attributes:  # a model call that was no step
+        for kid in sorted(children.get(span.span_id, []), key=lambda s: s.start_ns):
+            if kid.name.startswith("chat"):
+                if "rb.call.source" in kid.attributes:  # a model call that was no step
                     run.calls.append(_step(kid))
                     continue
-                run.scorer = run.scorer or str(kid_attributes.get("rb.scorer") or "")
+                run.scorer = run.scorer or str(kid.attributes.get("rb.scorer") or "")
                 run.steps.append(_step(kid))
-            elif name.startswith("execute_tool") and run.steps:
+            elif kid.name.startswith("execute_tool") and run.steps:
                 run.steps[-1].tools.append(_tool(kid))  # a tool runs after the model call that asked for it
         runs.append(run)
     runs.sort(key=lambda r: r.start)

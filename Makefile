@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: docs mutate pilot1-weights train-pilot half-split held-out demo test lint typecheck unit bench bench-floors bench-scale bench-memory profile wheel clean
+.PHONY: docs mutate pilot1-weights train-pilot half-split held-out demo test lint typecheck unit bench bench-floors bench-scale bench-growth bench-memory profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,10 @@ bench-floors: $(STAMP)
 ## bench-scale: 1,000 runs on up to 1,000 threads through one middleware (throughput, isolation)
 bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/bench_scale.py
+
+## bench-growth: each variant's overhead per step at 10 and 100 steps, and per run with 200 runs at once, side by side
+bench-growth: $(STAMP)
+	$(BIN)/python benchmarks/growth.py
 
 ## bench-memory: RSS across 5,000 sequential runs and rounds of 200 concurrent runs
 bench-memory: $(STAMP)

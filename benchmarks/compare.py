@@ -34,6 +34,8 @@ PEERS = {
 #: GenAI util, a pre-release).
 EXTRAS = ["agento11y==0.21.0", "opentelemetry-util-genai==1.3b0"]
 MODEL_CALLS = 5
+#: The variants the growth with run length and concurrency is measured for (``growth.py``).
+GROWTH_VARIANTS = ("bare", "rb-otel", "rb-otel-wrapper", "otel-genai")
 VARIANTS = [
     "bare",
     "rb-otel",
@@ -62,12 +64,12 @@ def ensure_venv() -> Path:
 class Worker:
     """One variant's process: started (and warmed up) at once, then asked for a few runs at a time."""
 
-    def __init__(self, python: Path, variant: str) -> None:
+    def __init__(self, python: Path, variant: str, options: tuple[str, ...] = ()) -> None:
         self.variant = variant
         # Peers log warnings: an unread stderr pipe could fill up and block them. Closed in finish().
         self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [str(python), str(HERE / "peer_run.py"), variant],
+            [str(python), str(HERE / "peer_run.py"), variant, *options],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
@@ -90,11 +92,13 @@ class Worker:
         reply: dict[str, Any] | None = self._reply()
         return reply
 
-    def runs(self, calls: int, runs: int) -> list[float] | None:
+    def runs(self, calls: int, runs: int, at_once: int = 0) -> list[float] | None:
+        """The times (ms) of ``runs`` runs of ``calls`` model calls; with ``at_once``, started on that many
+        threads together: one figure, wall ms per run."""
         if self.failed:
             return None
         assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{calls} {runs}\n")
+        self.proc.stdin.write(f"{calls} {runs} {at_once}\n" if at_once else f"{calls} {runs}\n")
         self.proc.stdin.flush()
         reply: list[float] | None = self._reply()
         return reply
@@ -121,6 +125,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs of each workload per variant and turn")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset (bare is always run)")
     parser.add_argument("--output", default=str(HERE / "results.md"), help="the table (and a .png chart beside it)")
+    parser.add_argument("--growth-rounds", type=int, default=6, help="rounds of growth.py after the passes (0: none)")
     args = parser.parse_args()
     chosen = ["bare", *(v for v in args.variants.split(",") if v in VARIANTS and v != "bare")]
     python = ensure_venv()
@@ -184,6 +189,10 @@ def main() -> None:
         "take turns, a few runs each, in a rotating order. Ratios and overheads are against the bare agent's runs "
         "of the same round, then the median over all rounds; RSS growth is per process over the pass.\n\n"
     )
+    if args.growth_rounds:
+        from growth import growth_table
+
+        table += "\n\n" + growth_table(python, [v for v in chosen if v in GROWTH_VARIANTS], rounds=args.growth_rounds)
     output = Path(args.output)
     output.write_text(header + table + "\n")
     print(table)

@@ -6,8 +6,11 @@ It builds the variant's agents, warms them up and prints ``{"ready": true, "span
 {"5": ..., "1": ...}}`` (Python function calls per run of each workload, counted by cProfile); then each
 line ``CALLS RUNS`` on stdin (``5 4``: four runs of the 5-call workload; ``1 4``: of the 1-call one) is answered
 with the JSON list of those runs' times in ms (the span exporter is drained after each command, outside the
-timing), and ``quit`` with ``{"rss_growth_mb": ...}``. The coordinator keeps every variant's process alive and
-lets them take turns, so a slow minute of the machine hits every variant alike.
+timing), and ``quit`` with ``{"rss_growth_mb": ...}``. ``CALLS`` may be any number of model calls (``100 2``: two
+runs of 100 steps, each ``CALLS - 1`` tool calls and an answer); ``CALLS RUNS AT_ONCE`` (``5 200 200``) starts the
+runs on ``AT_ONCE`` threads together and answers with one figure, the batch's wall time divided by its runs.
+``--count-steps 10,100`` adds those run lengths to ``calls_per_run``. The coordinator keeps every variant's process
+alive and lets them take turns, so a slow minute of the machine hits every variant alike.
 
 Variants: ``bare``, ``rb-otel`` (the middleware), ``rb-otel-wrapper`` (``rb.chat_model``), ``otel-genai`` (the
 official OpenTelemetry GenAI LangChain instrumentation, ``opentelemetry-instrumentation-genai-langchain``),
@@ -46,8 +49,14 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-SCRIPT = [tool_call("add", {"a": i, "b": i + 1}, f"c{i}", content=f"Adding {i} and {i + 1} next.") for i in range(4)]
-SCRIPT.append(AIMessage("The answer is 30."))
+def script_of(calls: int) -> list[AIMessage]:
+    """A run of ``calls`` model calls: ``calls - 1`` tool calls, then the answer."""
+    steps = [tool_call("add", {"a": i, "b": i + 1}, f"c{i}", content=f"Adding {i} and {i + 1} next.")
+             for i in range(calls - 1)]  # fmt: skip
+    return [*steps, AIMessage("The answer is 30.")]
+
+
+SCRIPT = script_of(5)
 PROMPT = "You are a calculator."
 #: The 1-call workload: one model call, no tool (the fixed per-run cost of each package).
 ONE_CALL = [AIMessage("The answer is 3.")]
@@ -198,6 +207,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("variant")
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--count-steps", default="", help="more run lengths for calls_per_run, e.g. 10,100")
     args = parser.parse_args()
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
@@ -214,9 +224,24 @@ def main() -> None:
         calls: create_agent(model(script), [add], middleware=middleware, system_prompt=PROMPT)
         for calls, script in ((5, SCRIPT), (1, ONE_CALL))
     }
+    # a long run needs more graph steps than LangGraph's default limit (a model and a tool node per call)
+    long_config = {**config, "recursion_limit": 4 * 1000}
 
     def invoke(calls: int) -> None:
-        agents[calls].invoke({"messages": [("user", "what is 1+2?")]}, config=config)
+        if calls not in agents:
+            agents[calls] = create_agent(model(script_of(calls)), [add], middleware=middleware, system_prompt=PROMPT)
+        agents[calls].invoke({"messages": [("user", "what is 1+2?")]}, config=config if calls <= 5 else long_config)
+
+    def at_once(calls: int, runs: int, threads: int) -> float:
+        """Wall ms per run of ``runs`` runs started on ``threads`` threads together."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        invoke(calls)  # built before the clock starts
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            started = time.perf_counter()
+            for future in [pool.submit(invoke, calls) for _ in range(runs)]:
+                future.result()
+            return (time.perf_counter() - started) * 1000 / runs
 
     def drain() -> None:  # so no variant is slowed by a growing heap of finished spans
         tracer_provider.force_flush()
@@ -229,7 +254,10 @@ def main() -> None:
     for _ in range(args.warmup):
         invoke(1)
     drain()
-    calls = {n: _calls_per_run(lambda n=n: invoke(n)) for n in (5, 1)}
+    lengths = (5, 1, *(int(x) for x in args.count_steps.split(",") if x))
+    for n in lengths[2:]:
+        invoke(n)  # warm: the agent is built on its first run
+    calls = {n: _calls_per_run(lambda n=n: invoke(n)) for n in lengths}
     drain()
     layers = layers_per_run(lambda: invoke(5))
     drain()
@@ -243,6 +271,10 @@ def main() -> None:
         if not command or command[0] == "quit":
             break
         calls, runs = int(command[0]), int(command[1])
+        if len(command) > 2:
+            print(json.dumps([at_once(calls, runs, int(command[2]))]), flush=True)
+            drain()
+            continue
         timings = []
         for _ in range(runs):
             started = time.perf_counter()

@@ -163,6 +163,19 @@ def test_the_agent_filter_selects_the_same_runs_for_train_and_evaluate(demo: Pat
     assert {r.agent_name for r in everything if r.run_id in picked[0]} == {"demo-stalled"}
 
 
+def test_the_report_page_is_the_same_page_from_a_store(demo: Path, folder: str, tmp_path: Path) -> None:
+    pages = []
+    for i, source in enumerate(_three(demo, folder)):
+        out = tmp_path / f"page{i}.html"
+        done = _cli("report", *source, "--page", "--agent", "demo-stalled", "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        pages.append(out.read_text())
+    assert pages[0] == pages[1] == pages[2]
+    assert "demo-stalled" in pages[0] and "demo-experiment" not in pages[0]  # only that agent's runs
+    empty = _cli("report", folder, "--page", "--agent", "nobody", "--out", str(tmp_path / "none.html"))
+    assert empty.returncode == 2 and empty.stderr.strip() == f"error: no runs (invoke_agent spans) in {folder}"
+
+
 def test_evaluate_gives_the_same_figures_from_every_source(demo: Path, folder: str, tmp_path: Path) -> None:
     results = [_json(tmp_path, f"ev{i}", "evaluate", *source, "--quiet")
                for i, source in enumerate(_three(demo, folder))]  # fmt: skip

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rb_otel.cli.output import emit_json, json_option, write
 from rb_otel.cli.sources import add_source_options, source_filter
+
+if TYPE_CHECKING:
+    from rb_otel.report import ReportRun
 
 __all__ = ["add_reports"]
 
@@ -38,19 +41,45 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from rb_otel.analysis.fleet import run_filter
-    from rb_otel.report import load_runs, render_report
+    from rb_otel.report import render_report
 
-    if args.summary or args.engine != "python" or any("://" in p for p in args.paths):
+    store = args.engine != "python" or any("://" in p for p in args.paths)
+    if args.summary or (store and not args.page):
         return _summary(args)
-    runs, problems = load_runs(args.paths, keep=run_filter(source_filter(args)))
-    for problem in problems:
-        print(f"skipped: {problem}", file=sys.stderr)
-    if not runs:
-        print(f"error: no runs (invoke_agent spans) in {', '.join(args.paths)}", file=sys.stderr)
+    runs = _page_runs(args, store)
+    if runs is None:
         return 2
     write(Path(args.out), render_report(runs))
     return 0
+
+
+def _page_runs(args: argparse.Namespace, store: bool) -> list[ReportRun] | None:
+    """The page's runs under the filters (``None`` after printing why there are none). Files in Python skip a
+    missing file or a bad line and say so; a store is read the way ``evaluate`` and ``train`` read it."""
+    from rb_otel.analysis import SourceError, open_source
+    from rb_otel.analysis.fleet import run_filter
+    from rb_otel.report import load_runs
+
+    shown = ", ".join(args.paths)
+    if not store:
+        runs, problems = load_runs(args.paths, keep=run_filter(source_filter(args)))
+    else:
+        try:
+            source = open_source(args.paths, engine=args.engine)
+            try:
+                runs, problems = source.runs(source_filter(args))
+            finally:
+                source.close()
+        except SourceError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return None
+        shown = source.shown
+    for problem in problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    if not runs:
+        print(f"error: no runs (invoke_agent spans) in {shown}", file=sys.stderr)
+        return None
+    return runs
 
 
 def _ab_report(args: argparse.Namespace) -> int:
@@ -93,9 +122,12 @@ def add_reports(sub: Any) -> None:
     rp.add_argument(
         "--summary",
         action="store_true",
-        help="the fleet summary by agent and day instead of the page (always, for a URL): SKIP rate, outcomes, "
+        help="the fleet summary by agent and day instead of the page (the default for a URL): SKIP rate, outcomes, "
         "steps and tokens per run, steps and time per FSM state",
     )
+    rp.add_argument("--page", action="store_true", help="the HTML page for a chdb folder, a ClickHouse server or "
+                    "--engine chdb too (the default for files): every run under the filters, with its "
+                    "steps")  # fmt: skip
     rp.add_argument("--explain", action="store_true", help="print the store's plan of the query (where the "
                     "filters apply) to standard error")  # fmt: skip
     json_option(rp)

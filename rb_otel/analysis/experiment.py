@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rb_otel.ab.experiment_report import ArmRun, ArmUsage
+from rb_otel.ab.arm_rows import ArmRun, ArmUsage
 from rb_otel.analysis.fleet import FleetFilter, quote, run_predicates, starts_at_or_after
 from rb_otel.types import FSMState
 

@@ -48,11 +48,13 @@ def growth_table(python: Path, variants: list[str], *, rounds: int = 6) -> str:
                     per_step[v][n].append((statistics.median(t) - statistics.median(bare)) / n)
         one = {v: workers[v].runs(5, SEQUENTIAL_RUNS) for v in order}
         together = {v: workers[v].runs(5, AT_ONCE, AT_ONCE) for v in order}
+        bare_one, bare_together = one["bare"], together["bare"]
         for v in order:
-            if one[v] and one["bare"]:
-                per_run[v]["one"].append(statistics.median(one[v]) - statistics.median(one["bare"] or [0.0]))
-            if together[v] and together["bare"]:
-                per_run[v]["together"].append(together[v][0] - (together["bare"] or [0.0])[0])
+            alone, at_once = one[v], together[v]
+            if alone and bare_one:
+                per_run[v]["one"].append(statistics.median(alone) - statistics.median(bare_one))
+            if at_once and bare_together:
+                per_run[v]["together"].append(at_once[0] - bare_together[0])
         print(f"growth round {r + 1}/{rounds}", file=sys.stderr)
     for worker in workers.values():
         worker.finish()

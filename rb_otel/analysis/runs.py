@@ -5,9 +5,8 @@ The store selects the run spans (``invoke_agent``) under the filters and their d
 ``execute_tool`` children (``ParentSpanId``), and returns those spans only, a handful of columns each: no other
 span of the trace (retrievals, LangGraph nodes, HTTP) leaves the store. Each row becomes a span record
 (:class:`rb_otel.report.traces.SpanRecord`, what a trace file's span is read into), its attribute values given back
-their types (:data:`TYPED_ATTRIBUTES`: the exporter stores
-every value as a string), and :func:`rb_otel.report.traces.runs_from_records` builds the runs exactly as it does
-from trace files.
+their types (:data:`TYPED_ATTRIBUTES`: the exporter stores every value as a string), and
+:func:`rb_otel.report.traces.runs_from_records` builds the runs exactly as it does from trace files.
 """
 
 from __future__ import annotations

@@ -239,8 +239,6 @@ class ChdbSource(_SqlSource):
                     for line in block.bytes().splitlines():
                         if line.strip():
                             yield json.loads(line)
-        except SourceError:
-            raise
         except Exception as exc:  # chdb raises its own error types; one line whatever it is
             raise SourceError(f"{self.shown}: {_first_line(exc)}") from None
 

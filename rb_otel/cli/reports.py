@@ -5,13 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rb_otel.cli.output import emit_json, json_option, write
 from rb_otel.cli.sources import add_source_options, source_filter
-
-if TYPE_CHECKING:
-    from rb_otel.report import ReportRun
 
 __all__ = ["add_reports"]
 
@@ -41,45 +38,29 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from rb_otel.analysis import SourceError, open_source
     from rb_otel.report import render_report
 
     store = args.engine != "python" or any("://" in p for p in args.paths)
     if args.summary or (store and not args.page):
         return _summary(args)
-    runs = _page_runs(args, store)
-    if runs is None:
-        return 2
-    write(Path(args.out), render_report(runs))
-    return 0
-
-
-def _page_runs(args: argparse.Namespace, store: bool) -> list[ReportRun] | None:
-    """The page's runs under the filters (``None`` after printing why there are none). Files in Python skip a
-    missing file or a bad line and say so; a store is read the way ``evaluate`` and ``train`` read it."""
-    from rb_otel.analysis import SourceError, open_source
-    from rb_otel.analysis.fleet import run_filter
-    from rb_otel.report import load_runs
-
-    shown = ", ".join(args.paths)
-    if not store:
-        runs, problems = load_runs(args.paths, keep=run_filter(source_filter(args)))
-    else:
+    # the page: every run under the filters with its steps, read as evaluate and train read them
+    try:
+        source = open_source(args.paths, engine=args.engine)
         try:
-            source = open_source(args.paths, engine=args.engine)
-            try:
-                runs, problems = source.runs(source_filter(args))
-            finally:
-                source.close()
-        except SourceError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return None
-        shown = source.shown
+            runs, problems = source.runs(source_filter(args))
+        finally:
+            source.close()
+    except SourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for problem in problems:
         print(f"skipped: {problem}", file=sys.stderr)
     if not runs:
-        print(f"error: no runs (invoke_agent spans) in {shown}", file=sys.stderr)
-        return None
-    return runs
+        print(f"error: no runs (invoke_agent spans) in {source.shown}", file=sys.stderr)
+        return 2
+    write(Path(args.out), render_report(runs))
+    return 0
 
 
 def _ab_report(args: argparse.Namespace) -> int:

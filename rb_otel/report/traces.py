@@ -112,7 +112,12 @@ def _attributes(raw: Iterable[dict[str, Any]] | None) -> dict[str, Any]:
     return {a["key"]: _value(a.get("value", {})) for a in raw or () if isinstance(a, dict) and "key" in a}
 
 
-def _spans(path: Path, problems: list[str], keep: RunSpanFilter | None) -> Iterable[dict[str, Any]]:
+#: The spans a run is read from: the run span, and its model calls and tools. A trace's other spans (LangGraph
+#: nodes, retrievals, HTTP) are not read at all.
+_RUN_SPANS = ("invoke_agent", "chat", "execute_tool")
+
+
+def _spans(path: Path, problems: list[str], keep: RunSpanFilter | None) -> Iterable[SpanRecord]:
     with path.open(encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -132,15 +137,15 @@ def _spans(path: Path, problems: list[str], keep: RunSpanFilter | None) -> Itera
                     service = str(resource.get("service.name") or "")
                 for scope_spans in resource_spans.get("scopeSpans", []):
                     for span in scope_spans.get("spans", []):
-                        if keep is None or not _dropped(span, service, keep):
-                            yield span
+                        if not str(span.get("name", "")).startswith(_RUN_SPANS):
+                            continue
+                        record = span_record(span)
+                        if keep is None or not _dropped(record, service, keep):
+                            yield record
 
 
-def _dropped(span: dict[str, Any], service: str, keep: RunSpanFilter) -> bool:
-    if not str(span.get("name", "")).startswith("invoke_agent"):
-        return False
-    start = int(span.get("startTimeUnixNano") or 0)
-    return not keep(_attributes(span.get("attributes")), start, service)
+def _dropped(record: SpanRecord, service: str, keep: RunSpanFilter) -> bool:
+    return record.name.startswith("invoke_agent") and not keep(record.attributes, record.start_ns, service)
 
 
 @dataclass(slots=True)
@@ -237,19 +242,19 @@ def load_runs(paths: Iterable[str | Path], *, keep: RunSpanFilter | None = None)
     """Every run in ``paths``, in start order, and the problems met (``file: line N: what``); with ``keep``, only
     the run parts it keeps (:data:`RunSpanFilter`)."""
     problems: list[str] = []
-    spans: list[dict[str, Any]] = []
+    records: list[SpanRecord] = []
     for path in map(Path, paths):
         if not path.is_file():
             problems.append(f"{path}: no such file")
             continue
-        spans.extend(_spans(path, problems, keep))
-    return runs_from_spans(spans), problems
+        records.extend(_spans(path, problems, keep))
+    return runs_from_records(records), problems
 
 
 def runs_from_spans(spans: Iterable[dict[str, Any]]) -> list[ReportRun]:
     """The runs of OTLP/JSON span objects (``name``, ``spanId``, ``parentSpanId``, ``attributes``, ...), in start
     order: each ``invoke_agent`` span with its ``chat`` and ``execute_tool`` children, the parts of a run joined."""
-    return runs_from_records(map(span_record, spans))
+    return runs_from_records(span_record(s) for s in spans if str(s.get("name", "")).startswith(_RUN_SPANS))
 
 
 def runs_from_records(records: Iterable[SpanRecord]) -> list[ReportRun]:

@@ -39,6 +39,7 @@ GROWTH_VARIANTS = ("bare", "rb-otel", "rb-otel-wrapper", "otel-genai")
 VARIANTS = [
     "bare",
     "rb-otel",
+    "rb-otel-stateless",
     "rb-otel-wrapper",
     "otel-genai",
     "openllmetry",
@@ -237,10 +238,42 @@ def _calls_table(calls: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+#: The layers that are rb-otel's own code (``peer_run.LAYERS``); every other layer is what the OpenTelemetry SDK,
+#: LangChain, LangGraph and Python do, for rb-otel or for the agent.
+OWN_LAYER_PREFIX = "rb-otel: "
+
+
+def floor_rows(layers: dict[str, dict[str, dict[str, float]]], shown: list[str]) -> list[str]:
+    """Two rows of the layers table: each variant's calls above the bare agent, and those made outside rb-otel's
+    own code (the floor: what the variant would cost if rb-otel's code cost nothing), each with its ratio to the
+    official package's calls above the bare agent.
+
+    The floor is ``all - bare's all - the rb-otel layers``; for a variant with no rb-otel layer it is its whole
+    overhead.
+    """
+    total = {v: sum(x["calls"] for x in layers[v].values()) for v in shown}
+    if "bare" not in total:
+        return []
+    above = {v: total[v] - total["bare"] for v in shown if v != "bare"}
+    own = {v: sum(x["calls"] for name, x in layers[v].items() if name.startswith(OWN_LAYER_PREFIX)) for v in above}
+    official = above.get("otel-genai")
+
+    def cell(value: float) -> str:
+        return f"{value:+,.0f}" + (f" ({value / official:.2f}x)" if official else "")
+
+    rows = []
+    for label, values in (
+        ("above the bare agent (x the official's)", above),
+        ("of which outside rb-otel's own code: the floor", {v: above[v] - own[v] for v in above}),
+    ):
+        rows.append(f"| {label} | " + " | ".join("" if v == "bare" else cell(values[v]) for v in shown) + " |")
+    return rows
+
+
 def layers_table(layers: dict[str, dict[str, dict[str, float]]]) -> str:
     """Where each variant's calls go on the 5-call run (``peer_run.LAYERS``): calls per run, and the share of
-    the profiled own time, per layer."""
-    shown = [v for v in ("bare", "rb-otel", "rb-otel-wrapper", "otel-genai") if layers.get(v)]
+    the profiled own time, per layer; then :func:`floor_rows`."""
+    shown = [v for v in ("bare", "rb-otel", "rb-otel-stateless", "rb-otel-wrapper", "otel-genai") if layers.get(v)]
     if not shown:
         return ""
     names = list(dict.fromkeys(name for v in shown for name in layers[v]))
@@ -255,6 +288,7 @@ def layers_table(layers: dict[str, dict[str, dict[str, float]]]) -> str:
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     sums = [f"{sum(x['calls'] for x in layers[v].values()):,.0f}" for v in shown]
     lines.append("| all | " + " | ".join(sums) + " |")
+    lines += floor_rows(layers, shown)
     return "\n".join(lines)
 
 

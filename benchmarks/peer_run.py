@@ -12,7 +12,8 @@ runs on ``AT_ONCE`` threads together and answers with one figure, the batch's wa
 ``--count-steps 10,100`` adds those run lengths to ``calls_per_run``. The coordinator keeps every variant's process
 alive and lets them take turns, so a slow minute of the machine hits every variant alike.
 
-Variants: ``bare``, ``rb-otel`` (the middleware), ``rb-otel-wrapper`` (``rb.chat_model``), ``otel-genai`` (the
+Variants: ``bare``, ``rb-otel`` (the middleware), ``rb-otel-stateless`` (the middleware with
+``step_log_in_state=False``: no graph state), ``rb-otel-wrapper`` (``rb.chat_model``), ``otel-genai`` (the
 official OpenTelemetry GenAI LangChain instrumentation, ``opentelemetry-instrumentation-genai-langchain``),
 ``openllmetry``, ``openllmetry-nocontent`` (``TRACELOOP_TRACE_CONTENT=false``), ``openinference``, ``agento11y``
 (its generation export discarded in-process, spans and metrics to the same providers; it is a callback handler,
@@ -103,9 +104,50 @@ def _layer(filename: str) -> str:
     return "Python and the rest"
 
 
+#: The benchmark's own code (the agent's tool, the driver): the agent's, so never attributed to a caller.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _made_by_caller(filename: str) -> bool:
+    """Code that is no layer of its own: a builtin (``len``, ``dict.get``, a C method), generated code, the standard
+    library, or a library outside :data:`LAYERS` (pydantic, numpy). Its calls belong to whoever made them."""
+    if filename in ("~", "") or filename.startswith("<"):
+        return True
+    return _layer(filename) == "Python and the rest" and os.path.dirname(filename) != _HERE
+
+
+_Func = tuple[str, int, str]
+
+
+def _shares(
+    func: _Func, stats: dict[_Func, Any], memo: dict[_Func, dict[str, float]], visiting: set[_Func]
+) -> dict[str, float]:
+    """The layers ``func``'s calls belong to, as fractions: its own layer, or for a function made by its caller the
+    layers of its callers, weighted by how often each called it (through chains of standard-library calls)."""
+    if not _made_by_caller(func[0]):
+        return {_layer(func[0]): 1.0}
+    if func in memo:
+        return memo[func]
+    if func in visiting:  # recursion: its share comes from the callers outside the cycle
+        return {}
+    visiting.add(func)
+    weights: dict[str, float] = {}
+    entry = stats.get(func)
+    for caller, (_cc, calls, _tt, _ct) in (entry[4] if entry else {}).items():
+        for name, fraction in _shares(caller, stats, memo, visiting).items():
+            weights[name] = weights.get(name, 0.0) + calls * fraction
+    visiting.discard(func)
+    total = sum(weights.values())
+    memo[func] = {k: v / total for k, v in weights.items()} if total else {"Python and the rest": 1.0}
+    return memo[func]
+
+
 def layers_per_run(run: Any, runs: int = 5) -> dict[str, dict[str, float]]:
     """Python calls and own time (ms) per run of each layer (cProfile: calls are deterministic, times are not and
-    include the profiler's overhead; read them as shares)."""
+    include the profiler's overhead; read them as shares). A call to code that is no layer of its own (a builtin,
+    the standard library, pydantic, numpy) counts for the layer that made it (:func:`_shares`), so rb-otel's rows
+    include the ``uuid``, ``enum`` or ``numpy`` work its code asks for, and "Python and the rest" is the
+    benchmark's own code (the agent's tool) and what no layer asked for."""
     import cProfile
     import pstats
 
@@ -116,21 +158,12 @@ def layers_per_run(run: Any, runs: int = 5) -> dict[str, dict[str, float]]:
     profile.disable()
     out: dict[str, dict[str, float]] = {}
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
-    for (filename, _line, _name), (_primitive, calls, own, _cumulative, callers) in stats.items():
-        if filename in ("~", "") or filename.startswith("<"):
-            # a builtin (len, dict.get, a C method) or generated code: its calls belong to whoever made them
-            shares: dict[str, float] = {}
-            for caller, (_cc, caller_calls, _tt, _ct) in callers.items():
-                shares[_layer(caller[0])] = shares.get(_layer(caller[0]), 0.0) + caller_calls
-            total = sum(shares.values())
-            for name, n in (shares if total else {"Python and the rest": 1.0}).items():
-                layer = out.setdefault(name, {"calls": 0.0, "ms": 0.0})
-                layer["calls"] += (n if total else calls) / runs
-                layer["ms"] += own * 1000 * (n / total if total else 1.0) / runs
-            continue
-        layer = out.setdefault(_layer(filename), {"calls": 0.0, "ms": 0.0})
-        layer["calls"] += calls / runs
-        layer["ms"] += own * 1000 / runs
+    memo: dict[_Func, dict[str, float]] = {}
+    for func, (_primitive, calls, own, _cumulative, _callers) in stats.items():
+        for name, fraction in _shares(func, stats, memo, set()).items():
+            layer = out.setdefault(name, {"calls": 0.0, "ms": 0.0})
+            layer["calls"] += calls * fraction / runs
+            layer["ms"] += own * 1000 * fraction / runs
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["calls"]))
 
 
@@ -167,6 +200,11 @@ def instrument(
 
         rb = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=meter_provider)
         return [rb.middleware(agent_name="bench")], {}
+    if variant == "rb-otel-stateless":  # the middleware without its graph state (step_log_in_state=False)
+        from rb_otel import ReasonBlocks
+
+        rb = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        return [rb.middleware(agent_name="bench", step_log_in_state=False)], {}
     if variant == "rb-otel-wrapper":  # the model wrapper: main() wraps the agents' model with this ReasonBlocks
         from rb_otel import ReasonBlocks
 

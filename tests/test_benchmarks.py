@@ -5,10 +5,12 @@ Timings are printed by the scripts, never asserted here.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -119,3 +121,63 @@ def test_the_long_reasoning_variants_run(tmp_path: Path) -> None:
     )
     assert "reasoning: 5,000 characters per model turn" in out
     assert set(json.loads(middleware.read_text())["summary"]) == {"middleware", "wrapper"}
+
+
+def _module(name: str) -> Any:
+    """A benchmark script as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_standard_library_call_counts_for_the_layer_that_made_it() -> None:
+    """peer_run's attribution: a builtin, standard-library or other unlayered function is split among its callers'
+    layers by how often each called it, through chains of such calls and recursion; a layer's function keeps its
+    layer, and the benchmark's own code is its own."""
+    peer_run = _module("peer_run")
+    stdlib = "/usr/lib/python3.11"  # any path outside the layers and the benchmarks folder
+    steering = ("/x/rb_otel/steering/session.py", 1, "begin_step")
+    graph = ("/x/site-packages/langgraph/pregel/main.py", 1, "invoke")
+    helper = (f"{stdlib}/enum.py", 1, "__get__")  # called 3 times by rb-otel, once by LangGraph
+    inner = (f"{stdlib}/types.py", 1, "__get__")  # called only by helper, and by itself (recursion)
+    builtin = ("~", 0, "<built-in method builtins.len>")  # called by inner
+    stats = {
+        steering: (1, 1, 0.0, 0.0, {}),
+        graph: (1, 1, 0.0, 0.0, {}),
+        helper: (4, 4, 0.0, 0.0, {steering: (3, 3, 0.0, 0.0), graph: (1, 1, 0.0, 0.0)}),
+        inner: (2, 4, 0.0, 0.0, {helper: (2, 2, 0.0, 0.0), inner: (2, 2, 0.0, 0.0)}),
+        builtin: (8, 8, 0.0, 0.0, {inner: (8, 8, 0.0, 0.0)}),
+    }
+    memo: dict[Any, dict[str, float]] = {}
+    expected = {"rb-otel: steering step": 0.75, "LangChain and LangGraph": 0.25}
+    for func in (helper, inner, builtin):
+        assert peer_run._shares(func, stats, memo, set()) == expected
+    assert peer_run._shares(graph, stats, memo, set()) == {"LangChain and LangGraph": 1.0}
+    tool = (str(BENCHMARKS / "peer_run.py"), 1, "add")  # the agent's tool, called by LangGraph: the agent's
+    assert peer_run._shares(tool, {tool: (1, 1, 0.0, 0.0, {graph: (1, 1, 0.0, 0.0)})}, {}, set()) == {
+        "Python and the rest": 1.0
+    }
+    orphan = (f"{stdlib}/threading.py", 1, "run")  # no caller on record: nobody's layer
+    assert peer_run._shares(orphan, {orphan: (1, 1, 0.0, 0.0, {})}, {}, set()) == {"Python and the rest": 1.0}
+
+
+def test_the_floor_is_the_overhead_outside_rb_otels_own_layers() -> None:
+    """compare.py's floor rows: calls above the bare agent, and those outside the ``rb-otel: `` layers, each
+    against the official package's overhead."""
+    compare = _module("compare")
+
+    def layers(**calls: float) -> dict[str, dict[str, float]]:
+        return {name.replace("_", " "): {"calls": n, "ms": 1.0} for name, n in calls.items()}
+
+    table = {
+        "bare": layers(framework=1000),
+        "rb-otel": {**layers(framework=1100, sdk=500), "rb-otel: steering step": {"calls": 200, "ms": 1.0}},
+        "otel-genai": layers(framework=1000, sdk=300, official=700),
+    }
+    above, floor = compare.floor_rows(table, ["bare", "rb-otel", "otel-genai"])
+    assert above == "| above the bare agent (x the official's) |  | +800 (0.80x) | +1,000 (1.00x) |"
+    assert floor == "| of which outside rb-otel's own code: the floor |  | +600 (0.60x) | +1,000 (1.00x) |"
+    assert compare.floor_rows({"rb-otel": table["rb-otel"]}, ["rb-otel"]) == []  # no bare agent, no baseline

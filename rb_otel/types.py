@@ -163,12 +163,16 @@ class StepLogEntry:
     #: Model calls this step took: a call retried (``ModelRetryMiddleware``) or passed to a fallback
     #: (``ModelFallbackMiddleware``) is one step of several attempts, each its own ``chat`` span.
     attempts: int = 1
+    #: The part of the run that made this call, ``<trace id>-<span id>`` of its ``invoke_agent`` span (hex), set by
+    #: the LangChain middleware and ``rb.chat_model()``: a run interrupted and resumed is one run in several parts,
+    #: each its own trace (docs/middleware.md, "Interrupts and resumes"). ``""`` where no part is known.
+    part: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict of every field.
 
-        ``difficulty``, ``model_id``, ``skipped_reason`` and ``failure_type`` are left out when empty, and
-        ``attempts`` when it is 1; every other field is always present (lists included). ``difficulty`` is
+        ``difficulty``, ``model_id``, ``skipped_reason``, ``failure_type`` and ``part`` are left out when empty,
+        and ``attempts`` when it is 1; every other field is always present (lists included). ``difficulty`` is
         rounded to 4 places and ``latency_ms`` to 1; ``timestamp`` is kept as is.
         """
         out: dict[str, Any] = {
@@ -194,6 +198,8 @@ class StepLogEntry:
             out["failure_type"] = self.failure_type
         if self.attempts != 1:
             out["attempts"] = self.attempts
+        if self.part:
+            out["part"] = self.part
         return out
 
     @classmethod
@@ -217,6 +223,7 @@ class StepLogEntry:
                 tokens=_as_int(data.get("tokens", 0), "tokens"),
                 latency_ms=float(data.get("latency_ms", 0.0)),
                 attempts=_as_int(data.get("attempts", 1), "attempts"),
+                part=str(data.get("part") or ""),
             )
         except KeyError as exc:
             raise ValueError(f"step log entry is missing the field {exc.args[0]!r}") from None

@@ -72,6 +72,11 @@ def _check_resume(checkpointer: str, tmp_path: Path) -> None:
     assert [t["parentSpanId"] for t in tools] == [p["spanId"] for p in parts_b]  # each approved tool, its part
     steps = sorted(int(_attributes(s)["rb.step"]) for s in spans_b if s["name"].startswith("chat"))
     assert steps == [1, 2]  # the resumed part's steps go on from the first part's
+    # each entry of the step log names the part that made it (the part a resume links to is the last one's)
+    chats = [s for s in [*read_spans(tmp_path / "a.jsonl"), *spans_b] if s["name"].startswith("chat")]
+    made_by = {int(_attributes(s)["rb.step"]): f"{s['traceId']}-{s['parentSpanId']}".lower() for s in chats}
+    assert [e["part"] for e in resumed["rb_step_log"]] == [made_by[e["step"]] for e in resumed["rb_step_log"]]
+    assert len({e["part"] for e in resumed["rb_step_log"]}) == 3  # a step in each of the three parts
     # rb-otel report and ab-report see one run: its last part's outcome, every part's steps and tokens
     (joined,) = load_runs([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])[0]
     assert (joined.run_id, joined.outcome, joined.parts, len(joined.steps)) == (first["rb_run_id"], "success", 3, 3)

@@ -575,8 +575,12 @@ def test_session_and_middleware_produce_identical_step_logs(otel: Otel) -> None:
                 model_id="scripted:scripted-1",
             )
         session.end_step(d, tokens=entry.tokens, tool_calls=entry.tool_calls, latency_ms=entry.latency_ms)
-    strip = lambda e: {k: v for k, v in e.as_dict().items() if k != "timestamp"}
+    # when and where (the run's part, its trace) a step was recorded are no steering decision
+    strip = lambda e: {k: v for k, v in e.as_dict().items() if k not in ("timestamp", "part")}
     assert [strip(e) for e in session.step_log] == [strip(e) for e in mw.step_log]
+    run = otel.spans("invoke_agent")[0].context
+    assert {e.part for e in mw.step_log} == {f"{run.trace_id:032x}-{run.span_id:016x}"}
+    assert {e.part for e in session.step_log} == {""}  # a session driven by hand knows no part
 
 
 def test_live_streaming_disabled_exports_nothing_but_fills_the_step_log(otel: Otel) -> None:

@@ -91,6 +91,7 @@ class RunRecorder(StepEmitter):
         self._metrics = RunMetrics(instruments, info.agent_name, self._batch, experiment=info.experiment)
         self._lock = threading.Lock()
         self._span: Span | None = None
+        self._part_id: str | None = None  # once the run span is open (its context never changes)
         self._ctx: otel_context.Context | None = None
         self._started_perf = 0.0
         self._started_wall = 0.0
@@ -446,12 +447,14 @@ class RunRecorder(StepEmitter):
     @property
     def part_id(self) -> str:
         """This part of the run (its ``invoke_agent`` span) as ``<trace id>-<span id>`` in hex: what the part that
-        resumes the run links to (kept in the agent's graph state, so another process can). ``""`` before the run
-        span opened or for a span that is not recorded."""
-        if self._span is None:
-            return ""
-        context = self._span.get_span_context()
-        return f"{context.trace_id:032x}-{context.span_id:016x}" if context.is_valid else ""
+        resumes the run links to (each step log entry carries it, kept in the agent's graph state, so another
+        process can). ``""`` before the run span opened or for a span that is not recorded."""
+        if self._part_id is None:
+            if self._span is None:
+                return ""
+            context = self._span.get_span_context()
+            self._part_id = f"{context.trace_id:032x}-{context.span_id:016x}" if context.is_valid else ""
+        return self._part_id
 
     def set_run_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
         """Add attributes to the run span (records' own run attributes, the experiment arm, ...)."""

@@ -143,7 +143,7 @@ class RunTracker:
         begun = min((t.started for t in early or ()), default=None)
         if kept is not None and not kept.session.finished and _matches(kept, state):
             self._factory.resume(kept, start_time=begun)
-            kept.run_id_in_state = False  # the new part writes its own rb_part
+            kept.run_id_in_state = False  # the new part writes rb_run_id into the state again
             self.runs.add(kept)
             run = kept
         elif state is not None:

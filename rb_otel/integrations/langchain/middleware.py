@@ -319,6 +319,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if run is not None:
             try:
                 entry = run.session.stop(call.decision)
+                entry.part = run.recorder.part_id
             except Exception:
                 _log.warning("recording the stop failed; the run still ends", exc_info=True)
         response = ModelResponse(result=[stop_message(entry)])
@@ -339,6 +340,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             latency = 0.0 if run.last_timestamp is None else (entry.timestamp - run.last_timestamp) * 1000.0
             run.last_timestamp = entry.timestamp
             entry = run.session.end_step(call.decision, tokens=tokens, tool_calls=tool_calls, latency_ms=latency)
+            entry.part = run.recorder.part_id  # what a worker that resumes the run links its part to (resume.py)
             call.chat.stop(details, step=entry)
             return self._with_state_update(run, entry, response)
         except Exception:

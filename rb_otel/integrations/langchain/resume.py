@@ -1,8 +1,8 @@
 """A run resumed by another worker: its steering rebuilt from the agent's graph state, its tools recorded.
 
 A run is the graph's, not the process's. What it needs to continue is in the checkpointed state: its run id
-(``rb_run_id``), its step log (``rb_step_log``), the part that ended at the interrupt (``rb_part``, linked from the
-resumed part's ``invoke_agent``) and the conversation itself. The steering session (FSM, trace state, monitors'
+(``rb_run_id``), its step log (``rb_step_log``, whose last entry names the part that ended at the interrupt, linked
+from the resumed part's ``invoke_agent``) and the conversation itself. The steering session (FSM, trace state, monitors'
 window, the scorer's run) is a deterministic function of the turns it was given, so the worker that resumes
 replays those turns through a fresh session with no emitter (no span, no metric, no model call) and continues
 from there: the same step numbers and states as the run without the interrupt. Tools that ran in the resumed
@@ -26,24 +26,24 @@ from ._model_step import begin_model_step
 from .runs import AgentRun
 from .tool_calls import OpenTool
 
-__all__ = ["PART_KEY", "RUN_KEY", "STEP_LOG_KEY", "record_early_tools", "replay", "resumable"]
+__all__ = ["RUN_KEY", "STEP_LOG_KEY", "record_early_tools", "replay", "resumable"]
 
 _log = logging.getLogger("rb_otel.integrations.langchain")
 
 RUN_KEY = "rb_run_id"
 STEP_LOG_KEY = "rb_step_log"
-#: The state key of the part that last ran (``RunRecorder.part_id``): the resumed part links to it.
-PART_KEY = "rb_part"
 
 
 def resumable(state: Any) -> tuple[str, list[dict[str, Any]], str] | None:
-    """``(run id, step log, previous part)`` of a run the state says was in progress, else ``None``."""
+    """``(run id, step log, previous part)`` of a run the state says was in progress, else ``None``; the previous
+    part is the one that made the last step (its entry's ``part``; ``""`` when it names none)."""
     if not isinstance(state, Mapping):
         return None
     key, log = state.get(RUN_KEY), state.get(STEP_LOG_KEY)
     if not isinstance(key, str) or not key or not isinstance(log, list) or not log:
         return None
-    return key, log, str(state.get(PART_KEY) or "")
+    last = log[-1]
+    return key, log, str(last.get("part") or "") if isinstance(last, Mapping) else ""
 
 
 def replay(session: SteeringSession, messages: Sequence[BaseMessage], steps: int, model_id: str) -> None:

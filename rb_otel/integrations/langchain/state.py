@@ -41,10 +41,9 @@ class RBState(AgentState[Any]):
     """Agent state fields rb_otel adds: the run key, and the run's step log in the returned state."""
 
     rb_run_id: NotRequired[Annotated[str, OmitFromInput]]
+    #: Each entry carries the part of the run that made it (``part``): a worker that resumes the thread links its
+    #: part to the last one (``resume.py``). Not a channel of its own: LangGraph reads every channel at every node.
     rb_step_log: NotRequired[Annotated[list[dict[str, Any]], OmitFromInput, add_steps]]
-    #: The part of the run that last ran (``<trace id>-<span id>`` of its ``invoke_agent``): a worker that
-    #: resumes the thread links its part to it (``resume.py``).
-    rb_part: NotRequired[Annotated[str, OmitFromInput]]
 
 
 class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):
@@ -64,8 +63,7 @@ class StatefulReasonBlocksMiddleware(ReasonBlocksMiddleware):
         elif isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
         values: dict[str, Any] = {"rb_step_log": [entry.as_dict()]}
-        if not run.run_id_in_state:  # channels written once per part of a run, not on every step
+        if not run.run_id_in_state:  # written once per part of a run, not on every step
             values["rb_run_id"] = run.key
-            values["rb_part"] = run.recorder.part_id
             run.run_id_in_state = True
         return ExtendedModelResponse(model_response=response, command=Command(update=values))

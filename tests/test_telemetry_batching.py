@@ -341,3 +341,58 @@ def test_summed_counters_are_added_at_once_not_queued() -> None:
     assert batch.pending == 0
     assert _exported(reader)[("rb.steps", (("rb.fsm_state", "NORMAL"),))] == 3
     provider.shutdown()
+
+
+def test_a_watched_batch_takes_the_flushers_lock_once_and_its_later_work_is_still_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``settle`` hands a batch to the flusher thread once per quiet spell: the steps after the first queue into a
+    watched batch without the flusher's lock, and the flusher still does all of it within the handover bound.
+    Once done, the next work is watched afresh."""
+    from rb_otel.telemetry import batch as batch_module
+
+    reader = InMemoryMetricReader()
+    histogram = MeterProvider(metric_readers=[reader]).get_meter("t").create_histogram("h")
+    watched: list[Batch] = []
+    real_watch = batch_module._FLUSHER.watch
+
+    def counting_watch(batch: Batch) -> None:
+        watched.append(batch)
+        real_watch(batch)
+
+    monkeypatch.setattr(batch_module._FLUSHER, "watch", counting_watch)
+    batch = Batch(window=0.05)
+    for spell in (1, 2):
+        batch.flush()  # the window starts now: what follows waits
+        for value in range(5):
+            batch.record(histogram, float(value), {}, None)
+            batch.settle()
+        assert len(watched) == spell and batch.pending == 5  # watched once for the five steps
+        deadline = time.monotonic() + 2 * batch_module.HANDOVER_BOUND_MS / 1000 + 1.0
+        while batch.pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert batch.pending == 0  # the flusher did every step's work, the ones queued while watched too
+    data = reader.get_metrics_data()
+    assert data is not None
+    (point,) = data.resource_metrics[0].scope_metrics[0].metrics[0].data.data_points
+    assert point.count == 10
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, max_value=0.004), min_size=1, max_size=30))
+def test_work_queued_while_the_flusher_does_the_queue_is_never_left_behind(pauses: list[float]) -> None:
+    """However a run's steps fall against the flusher thread's turns (it clears a batch's watch, then does its
+    queue), nothing a step queued is left waiting once the run goes quiet for the handover bound."""
+    from rb_otel.telemetry import batch as batch_module
+
+    reader = InMemoryMetricReader()
+    histogram = MeterProvider(metric_readers=[reader]).get_meter("t").create_histogram("h")
+    batch = Batch(window=0.005)
+    for pause in pauses:
+        batch.record(histogram, 1.0, {}, None)
+        batch.settle()
+        time.sleep(pause)
+    deadline = time.monotonic() + 2 * batch_module.HANDOVER_BOUND_MS / 1000 + 1.0
+    while batch.pending and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert batch.pending == 0

@@ -24,6 +24,7 @@ first add's). A 5-call run makes 10 counter adds over 4-6 label sets: 4 fewer SD
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -115,12 +116,15 @@ class Batch:
     is done exactly once whichever thread flushes.
     """
 
-    __slots__ = ("__weakref__", "_last_flush", "_queue", "_sums", "_sums_lock", "window")
+    __slots__ = ("__weakref__", "_last_flush", "_queue", "_sums", "_sums_lock", "_watched", "window")
 
     def __init__(self, window: float = DEFAULT_BATCH_WINDOW) -> None:
         self.window = window
         self._queue: deque[_Measurement | _Sum | _SpanEnd] = deque()
         self._last_flush = time.monotonic()
+        #: The flusher thread watches this batch: set by :meth:`_Flusher.watch`, cleared by the flusher before it
+        #: does the queue (see there), so :meth:`settle` takes the flusher's lock once per quiet spell, not per step.
+        self._watched = False
         self._sums: dict[_SumKey, _Sum] = {}
         self._sums_lock = threading.Lock()
 
@@ -171,7 +175,7 @@ class Batch:
         is done by the flusher thread if the run goes quiet for a window."""
         if len(self._queue) >= MAX_PENDING or time.monotonic() - self._last_flush >= self.window:
             self.flush()
-        elif self._queue:
+        elif self._queue and not self._watched:
             _FLUSHER.watch(self)
 
     def flush(self) -> None:
@@ -197,43 +201,68 @@ class Batch:
 
 class _Flusher:
     """One daemon thread per process that does the queue of every batch left waiting a full window (a run that
-    went quiet between two steps). It sleeps while no batch waits; a forked child starts its own."""
+    went quiet between two steps), each by its own window. It sleeps while no batch waits, and otherwise until
+    the first waiting batch is due; a forked child starts its own."""
 
     def __init__(self) -> None:
         self._waiting: weakref.WeakSet[Batch] = weakref.WeakSet()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = 0
+        #: When the thread wakes next (``time.monotonic()``; ``-inf`` while it is awake and looks again anyway).
+        self._next_due = math.inf
 
     def watch(self, batch: Batch) -> None:
+        """Do ``batch``'s queue once it has waited its window. :meth:`Batch.settle` calls this only while the batch
+        is not watched: a step that queues work into a watched batch needs nothing more, because the flusher
+        clears ``_watched`` before it does the queue, and the step queued its work before reading the flag. So
+        what the step queued is either in the queue the flusher is about to do, or the step sees the flag
+        cleared and comes here. Taking this lock at every step instead made the agent's thread wait for the
+        flusher thread (a lock held across a GIL switch costs milliseconds), most under many concurrent runs."""
         with self._wake:
+            batch._watched = True
             self._waiting.add(batch)
-            if self._thread is None or self._pid != os.getpid():
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._run, name="rb-otel-batch-flush", daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            if batch._last_flush + batch.window < self._next_due:  # due before the thread wakes: wake it now
+                self._wake.notify()
+
+    def _due(self) -> tuple[list[Batch], float]:
+        """Wait (holding the lock) until a watched batch is due; the batches then watched, and the time."""
+        while True:
+            batches = list(self._waiting)  # a list at once: a batch may be collected meanwhile (a weak set)
+            if not batches:
+                self._next_due = math.inf
+                self._wake.wait()
+                continue
+            now = time.monotonic()
+            self._next_due = min(b._last_flush + b.window for b in batches)
+            if self._next_due <= now:
+                self._next_due = -math.inf
+                return batches, now
+            self._wake.wait(self._next_due - now)
 
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._waiting:
-                    self._wake.wait()
-                batches = list(self._waiting)
-            window = min((b.window for b in batches), default=DEFAULT_BATCH_WINDOW) or DEFAULT_BATCH_WINDOW
-            time.sleep(window)
-            now = time.monotonic()
+                batches, now = self._due()
             for batch in batches:
                 if now - batch._last_flush >= batch.window or not batch.pending:
                     with self._wake:
                         self._waiting.discard(batch)
+                        batch._watched = False  # before doing the queue: see watch()
                     if batch.pending:
                         batch.flush()
 
     def _forget_in_child(self) -> None:
+        for batch in list(self._waiting):  # the child's flusher watches them afresh
+            batch._watched = False
         self._wake = threading.Condition()
         self._waiting = weakref.WeakSet()
         self._thread = None
+        self._next_due = math.inf
 
 
 _FLUSHER = _Flusher()

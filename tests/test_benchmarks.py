@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -181,3 +183,19 @@ def test_the_floor_is_the_overhead_outside_rb_otels_own_layers() -> None:
     assert above == "| above the bare agent (x the official's) |  | +800 (0.80x) | +1,000 (1.00x) |"
     assert floor == "| of which outside rb-otel's own code: the floor |  | +600 (0.60x) | +1,000 (1.00x) |"
     assert compare.floor_rows({"rb-otel": table["rb-otel"]}, ["rb-otel"]) == []  # no bare agent, no baseline
+
+
+def test_the_growth_table_sets_concurrency_against_one_pool_thread_and_the_main_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """growth.py's table: per-step overheads at both lengths, and the 200-at-once figure against runs one at a time
+    on the main thread and against the same runs through a pool of one thread (concurrency alone)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # growth imports compare
+    growth = _module("growth")
+    calls = {"bare": {"5": 100.0, "10": 200.0, "100": 2000.0}, "rb-otel": {"5": 600.0, "10": 1200.0, "100": 12000.0}}
+    per_step = {"bare": {10: [], 100: []}, "rb-otel": {10: [0.7, 0.5, 0.6], 100: [0.66]}}
+    per_run = {"bare": {}, "rb-otel": {"one": [3.0], "one thread": [3.2, 3.4, 3.3], "together": [3.63]}}
+    table = growth._table(["bare", "rb-otel"], calls, per_step, per_run, 3)
+    row = table.splitlines()[-1]
+    assert row == "| rb-otel | 100 / 100 / 100 | 600 | 660 | 1.10x | 3.00 | 3.30 | 3.63 | 1.21x | 1.10x |"
+    assert table.count("|---") == 10  # one separator per column

@@ -30,13 +30,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The suite in 4 workers (most tests wait on processes and servers, so more workers than cores pays), then the
-# tests that assert a time bound (marked `serial`) alone. pytest exits 5 when it collects no test; that is
-# reported, not hidden as a pass.
+# The suite in 4 workers (most tests wait on processes and servers, so more workers than cores pays), then, one
+# at a time, the tests that assert a time bound (marked `serial`) and those that bring their own processes
+# (marked `heavy`). pytest exits 5 when it collects no test; that is reported, not hidden as a pass.
 unit: $(STAMP)
-	@$(BIN)/python -m pytest -n 4 -m "not serial"; rc=$$?; \
+	@$(BIN)/python -m pytest -n 4 -m "not serial and not heavy"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; [ $$rc -eq 0 ] || exit $$rc; \
-	$(BIN)/python -m pytest -m serial; rc=$$?; \
+	$(BIN)/python -m pytest -m "serial or heavy"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no serial tests"; fi; exit $$rc
 
 ## pilot1-weights: reproduce the shipped pilot/1 weights from tests/fixtures/signal (research/pilot1_weights.py); writes

@@ -14,6 +14,7 @@ import datetime
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +167,9 @@ def test_a_bad_source_is_one_line_naming_it_without_its_password(tmp_path: Path)
         ([str(tmp_path / "missing.jsonl")], "no such trace file"),
         (["redis://127.0.0.1:6379/0"], "not a source rb-otel reads"),
     ]
-    for specs, problem in cases:
-        done = _cli(*specs, "--summary")
+    with ThreadPoolExecutor(4) as pool:  # each case is its own process: started together, not one after another
+        answers = list(pool.map(lambda case: _cli(*case[0], "--summary"), cases))
+    for (specs, problem), done in zip(cases, answers, strict=True):
         assert done.returncode == 2, (specs, done.stdout, done.stderr)
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and problem in lines[0], (specs, done.stderr)
@@ -176,8 +178,9 @@ def test_a_bad_source_is_one_line_naming_it_without_its_password(tmp_path: Path)
             open_source(specs)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "x"}]}]}]}\nnot json\n')
-    for engine in ("python", "chdb"):
-        done = _cli(str(bad), "--summary", "--engine", engine)
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda engine: _cli(str(bad), "--summary", "--engine", engine), ("python", "chdb")))
+    for done in answers:
         assert done.returncode == 2 and "bad.jsonl" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 

@@ -225,15 +225,16 @@ def test_large_jsonl_is_streamed_with_bounded_memory(tmp_path: Path) -> None:
     entry = StepLogEntry(step=0, fsm_state="NORMAL", thought_preview="x" * 100, tool_calls=["t"]).as_dict()
     with path.open("w") as handle:
         handle.write(json.dumps({"run_id": "big"}) + "\n")
-        for i in range(100_000):
+        for i in range(40_000):
             entry["step"] = i
             handle.write(json.dumps(entry) + "\n")
     tracemalloc.start()
     [result] = replay(path, tracer_provider=trace.NoOpTracerProvider(), keep_steps=False)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert result.step_count == 100_000 and result.steps == []
-    assert peak < 20 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"  # the file is ~25 MB
+    assert result.step_count == 40_000 and result.steps == []
+    # the file is ~13.5 MB; streamed, the peak is ~2.3 MB whatever the file's size (100,000 steps: the same)
+    assert peak < 5 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
 
 
 # -- io_harness fixtures: retries, children, tool-call shapes ----------------------------------------------------

@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 from components import debian_binary, rotel_agent
 
+#: Phoenix, rotel, the demo and Chromium, once for both tests (``make test`` runs them one at a time).
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parents[1]
 PHOENIX_VENV = Path(os.environ.get("RB_OTEL_PHOENIX_VENV", ROOT / ".phoenix-venv"))
 ARTIFACTS = ROOT / "out" / "e2e"

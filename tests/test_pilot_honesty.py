@@ -85,6 +85,7 @@ def _subset(runs: list[LabelledRun], n: int, seed: int) -> list[LabelledRun]:
     return out
 
 
+@pytest.mark.heavy  # 39 permutation fits in worker processes of its own
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_shuffled_outcomes_are_refused(tau2_runs: list[LabelledRun], seed: int) -> None:
     runs = _subset(tau2_runs, 150, seed)
@@ -96,6 +97,7 @@ def test_shuffled_outcomes_are_refused(tau2_runs: list[LabelledRun], seed: int) 
     assert result.report.permutation is not None and len(result.report.permutation.null) == 39
 
 
+@pytest.mark.heavy  # 39 permutation fits in worker processes of its own
 def test_the_cli_refuses_shuffled_outcomes_and_writes_nothing(tmp_path: Path) -> None:
     import json
 
@@ -226,6 +228,7 @@ def test_the_development_runs_keep_every_customer_on_one_side(tau2_runs: list[La
         assert len({int(folds[i]) for i in members}) == 1, family
 
 
+@pytest.mark.heavy  # 39 permutation fits in worker processes of its own
 def test_a_real_fit_is_trusted(tau2_runs: list[LabelledRun]) -> Any:
     # 19 permutations cannot reach p < 0.05; leaving agents out is tests/test_held_out.py's
     result = train_dataset(Dataset(tau2_runs, files=52), shuffles=0, permutations=39, held_out_agents=False)

@@ -56,6 +56,7 @@ def trained(tau2: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
 # -- the fit on real runs ------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy  # the module's fit on the 586 tau2 runs, done once for the three
 def test_train_reports_out_of_fold_figures_and_writes_a_versioned_model(trained: Any) -> None:
     result, out = trained
     report = result.report
@@ -86,6 +87,7 @@ def test_train_reports_out_of_fold_figures_and_writes_a_versioned_model(trained:
         assert PilotScorer(model=model).start_run("a|m").fsm_thresholds()["skip_threshold"] == 1.0
 
 
+@pytest.mark.heavy  # the module's fit on the 586 tau2 runs, done once for the three
 def test_the_fitted_model_loads_everywhere_a_pilot_does(trained: Any, tau2: Path) -> None:
     _, out = trained
     assert PilotScorer(model=str(out)).name == PILOT_V2
@@ -98,6 +100,7 @@ def test_the_fitted_model_loads_everywhere_a_pilot_does(trained: Any, tau2: Path
     assert result.scorer == PILOT_V2 and result.runs
 
 
+@pytest.mark.heavy  # the module's fit on the 586 tau2 runs, done once for the three
 def test_the_thresholds_keep_the_false_stop_budget_on_the_fits_own_scores(trained: Any) -> None:
     result, _ = trained
     from rb_otel.evaluation.metrics import wilson_upper

@@ -37,7 +37,7 @@ unit: $(STAMP)
 	@$(BIN)/python -m pytest -n 4 -m "not serial and not heavy"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; [ $$rc -eq 0 ] || exit $$rc; \
 	$(BIN)/python -m pytest -m "serial or heavy"; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no serial tests"; fi; exit $$rc
+	if [ $$rc -eq 5 ]; then echo "pytest collected no serial or heavy tests"; fi; exit $$rc
 
 ## pilot1-weights: reproduce the shipped pilot/1 weights from tests/fixtures/signal (research/pilot1_weights.py); writes
 ## rb_otel/steering/pilot/pilot_weights.json and research/pilot_report.json (out-of-sample figures). Your own pilot: rb-otel train

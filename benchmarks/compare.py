@@ -40,6 +40,7 @@ VARIANTS = [
     "bare",
     "rb-otel",
     "rb-otel-stateless",
+    "rb-otel-unsteered",
     "rb-otel-wrapper",
     "otel-genai",
     "openllmetry",
@@ -77,6 +78,8 @@ class Worker:
             text=True,
         )
         self.failed = False
+        #: The ready reply (:func:`started`); None until then, or when the variant failed.
+        self.info: dict[str, Any] | None = None
 
     def _reply(self) -> Any:
         assert self.proc.stdout is not None
@@ -119,6 +122,17 @@ class Worker:
         return rss
 
 
+def started(python: Path, variants: list[str], options: tuple[str, ...] = ()) -> dict[str, Worker]:
+    """A worker per variant, each started once the one before is ready: a worker counts its calls while it warms
+    up, and a count taken beside other processes' warm-ups is taken on a busy machine. The ready replies are in
+    ``info``."""
+    workers = {}
+    for variant in variants:
+        workers[variant] = worker = Worker(python, variant, options)
+        worker.info = worker.ready()
+    return workers
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--passes", type=int, default=3, help="fresh processes per variant")
@@ -139,9 +153,9 @@ def main() -> None:
     layers: dict[str, dict[str, dict[str, float]]] = {}
     rss: dict[str, list[float]] = {v: [] for v in chosen}
     for p in range(args.passes):
-        workers = {v: Worker(python, v) for v in chosen}
+        workers = started(python, chosen)
         for v, worker in workers.items():
-            info = worker.ready()
+            info = worker.info
             if info is not None:
                 spans[v] = info["spans_per_run"]
                 calls[v] = info.get("calls_per_run", {})
@@ -217,7 +231,7 @@ def _against_peers(per_call_us: dict[str, list[float]], one_call_ms: dict[str, l
         if not peers:
             continue
         cheapest = min(peers, key=lambda v: peers[v])
-        for ours in ("rb-otel", "rb-otel-wrapper"):
+        for ours in ("rb-otel", "rb-otel-wrapper", "rb-otel-unsteered"):
             if overheads.get(ours):
                 fraction = statistics.median(overheads[ours]) / peers[cheapest]
                 lines.append(

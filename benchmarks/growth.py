@@ -24,7 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from compare import GROWTH_VARIANTS, Worker, ensure_venv
+from compare import GROWTH_VARIANTS, ensure_venv, started
 
 #: Run lengths compared, and runs of each per turn (long runs take a while: fewer of them).
 LENGTHS = {10: 4, 100: 1}
@@ -36,8 +36,8 @@ def growth_table(python: Path, variants: list[str], *, rounds: int = 6) -> str:
     """The growth table (markdown) for ``variants`` (the bare agent is always run), ``rounds`` turns each."""
     chosen = ["bare", *(v for v in variants if v != "bare")]
     options = ("--warmup", "5", "--count-steps", ",".join(map(str, LENGTHS)))
-    workers = {v: Worker(python, v, options) for v in chosen}
-    calls = {v: (info or {}).get("calls_per_run", {}) for v, info in ((v, w.ready()) for v, w in workers.items())}
+    workers = started(python, chosen, options)
+    calls = {v: (w.info or {}).get("calls_per_run", {}) for v, w in workers.items()}
     per_step: dict[str, dict[int, list[float]]] = {v: {n: [] for n in LENGTHS} for v in chosen}
     per_run: dict[str, dict[str, list[float]]] = {v: {"one": [], "one thread": [], "together": []} for v in chosen}
     for r in range(rounds):

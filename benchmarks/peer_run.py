@@ -13,7 +13,9 @@ runs on ``AT_ONCE`` threads together and answers with one figure, the batch's wa
 alive and lets them take turns, so a slow minute of the machine hits every variant alike.
 
 Variants: ``bare``, ``rb-otel`` (the middleware), ``rb-otel-stateless`` (the middleware with
-``step_log_in_state=False``: no graph state), ``rb-otel-wrapper`` (``rb.chat_model``), ``otel-genai`` (the
+``step_log_in_state=False``: no graph state), ``rb-otel-unsteered`` (the middleware with its steering reduced to
+nothing: a constant score, no monitors, no E-traces; the same spans and metrics), ``rb-otel-wrapper``
+(``rb.chat_model``), ``otel-genai`` (the
 official OpenTelemetry GenAI LangChain instrumentation, ``opentelemetry-instrumentation-genai-langchain``),
 ``openllmetry``, ``openllmetry-nocontent`` (``TRACELOOP_TRACE_CONTENT=false``), ``openinference``, ``agento11y``
 (its generation export discarded in-process, spans and metrics to the same providers; it is a callback handler,
@@ -25,10 +27,13 @@ in-memory exporter (cleared between runs), metrics into an in-memory reader.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import json
 import os
+import pstats
 import sys
+import threading
 import time
 from typing import Any
 
@@ -63,17 +68,57 @@ PROMPT = "You are a calculator."
 ONE_CALL = [AIMessage("The answer is 3.")]
 
 
-def _calls_per_run(run: Any, runs: int = 5) -> float:
-    """Python function calls per run (cProfile's count: deterministic, unlike the timings of a busy machine)."""
-    import cProfile
-    import pstats
+class _OffThread:
+    """While a count is taken (:func:`profiled`): the profiles of the batches rb-otel's flusher thread did."""
 
+    profiles: list[cProfile.Profile] | None = None
+
+
+def _profile_flushes_off_the_agents_thread() -> None:
+    """Have every batch of rb-otel's finished work that its flusher thread does during a count profiled there.
+
+    cProfile sees only the thread it runs in, and the flusher takes over the queue of a run that outlasts the
+    batch window (docs/telemetry.md, "Finished work is batched"): every few steps of a long run, and any run
+    under the profiler on a busy machine. Uncounted, that work would make rb-otel look cheaper than it is. Call
+    this on the thread the counted runs are made on."""
+    from rb_otel.telemetry.batch import Batch
+
+    flush = Batch.flush
+    agents_thread = threading.get_ident()  # the counted runs' (main's): its flushes are in its own profile
+
+    def flush_counted(batch: Batch) -> None:  # two calls of its own a flush on the agent's thread, counted
+        profiles = _OffThread.profiles
+        if profiles is None or threading.get_ident() == agents_thread:
+            return flush(batch)
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            return flush(batch)
+        finally:
+            profile.disable()
+            profiles.append(profile)
+
+    Batch.flush = flush_counted  # type: ignore[method-assign]
+
+
+def profiled(run: Any, runs: int = 5) -> pstats.Stats:
+    """cProfile's statistics of ``runs`` calls of ``run`` on this thread, with the batches rb-otel's flusher thread
+    did for them meanwhile (:func:`_profile_flushes_off_the_agents_thread`)."""
+    _OffThread.profiles = off_thread = []
     profile = cProfile.Profile()
     profile.enable()
-    for _ in range(runs):
-        run()
-    profile.disable()
-    return float(pstats.Stats(profile).total_calls) / runs  # type: ignore[attr-defined]
+    try:
+        for _ in range(runs):
+            run()
+    finally:
+        profile.disable()
+        _OffThread.profiles = None
+    return pstats.Stats(profile, *off_thread)
+
+
+def _calls_per_run(run: Any, runs: int = 5) -> float:
+    """Python function calls per run (cProfile's count: deterministic, unlike the timings of a busy machine)."""
+    return float(profiled(run, runs).total_calls) / runs  # type: ignore[attr-defined]
 
 
 #: Where a Python call goes, by the file of its function: rb-otel's layers first (a path fragment each), then the
@@ -148,16 +193,8 @@ def layers_per_run(run: Any, runs: int = 5) -> dict[str, dict[str, float]]:
     the standard library, pydantic, numpy) counts for the layer that made it (:func:`_shares`), so rb-otel's rows
     include the ``uuid``, ``enum`` or ``numpy`` work its code asks for, and "Python and the rest" is the
     benchmark's own code (the agent's tool) and what no layer asked for."""
-    import cProfile
-    import pstats
-
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(runs):
-        run()
-    profile.disable()
+    stats = profiled(run, runs).stats  # type: ignore[attr-defined]
     out: dict[str, dict[str, float]] = {}
-    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
     memo: dict[_Func, dict[str, float]] = {}
     for func, (_primitive, calls, own, _cumulative, _callers) in stats.items():
         for name, fraction in _shares(func, stats, memo, set()).items():
@@ -205,6 +242,22 @@ def instrument(
 
         rb = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=meter_provider)
         return [rb.middleware(agent_name="bench", step_log_in_state=False)], {}
+    if variant == "rb-otel-unsteered":  # steering reduced to nothing: what the rest of the middleware costs
+        from rb_otel import ReasonBlocks
+        from rb_otel.types import MonitorEvaluation
+
+        class NoMonitors:
+            def evaluate(self, request: Any) -> MonitorEvaluation:
+                return MonitorEvaluation()
+
+        rb = ReasonBlocks(
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            monitor_backend=NoMonitors(),
+            e_traces_enabled=False,
+            scorer=lambda text: 0.5,
+        )
+        return [rb.middleware(agent_name="bench")], {}
     if variant == "rb-otel-wrapper":  # the model wrapper: main() wraps the agents' model with this ReasonBlocks
         from rb_otel import ReasonBlocks
 
@@ -247,6 +300,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--count-steps", default="", help="more run lengths for calls_per_run, e.g. 10,100")
     args = parser.parse_args()
+    _profile_flushes_off_the_agents_thread()
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))

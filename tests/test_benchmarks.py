@@ -9,6 +9,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,7 @@ def test_floors_benchmark_measures_each_floor_with_the_spans_it_claims(tmp_path:
 
 def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:
     """compare.py's worker protocol, with the variants that need no peer package (bare, rb-otel)."""
-    for variant, spans in (("bare", 0), ("rb-otel", 10), ("rb-otel-wrapper", 10)):
+    for variant, spans in (("bare", 0), ("rb-otel", 10), ("rb-otel-wrapper", 10), ("rb-otel-unsteered", 10)):
         done = subprocess.run(
             [sys.executable, str(BENCHMARKS / "peer_run.py"), variant, "--warmup", "2"],
             input="5 3\n1 2\nquit\n",
@@ -106,6 +107,20 @@ def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:
         assert set(calls) == {"5", "1"} and calls["5"] > calls["1"] > 1000  # Python calls per run of each workload
         assert len(five) == 3 and len(one) == 2 and all(t > 0 for t in five + one)
         assert set(end) == {"rss_growth_mb"}
+
+
+def test_compare_starts_its_workers_one_after_another_and_drives_them() -> None:
+    """compare.py's workers (also growth.py's): each started once the one before is ready, its ready reply kept,
+    then asked for runs and told to quit."""
+    compare = _module("compare")
+    workers = compare.started(Path(sys.executable), ["bare", "rb-otel"], ("--warmup", "1"))
+    try:
+        assert [w.info["variant"] for w in workers.values()] == ["bare", "rb-otel"]
+        for worker in workers.values():
+            assert len(worker.runs(1, 2)) == 2 and len(worker.runs(5, 4, 2)) == 1
+    finally:
+        for worker in workers.values():
+            assert worker.finish() is not None
 
 
 def test_the_long_reasoning_variants_run(tmp_path: Path) -> None:
@@ -133,6 +148,39 @@ def _module(name: str) -> Any:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def test_a_count_includes_the_batches_rb_otels_flusher_thread_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    """peer_run's counts: cProfile sees only its own thread, so a batch of finished work that rb-otel's flusher
+    thread takes over (a run that outlasts the batch window) is profiled there and added; without that it is
+    missed."""
+    from rb_otel.telemetry.batch import Batch
+
+    peer_run = _module("peer_run")
+
+    def measured(value: float, attributes: Any, context: Any) -> None:  # what the SDK's record would be
+        del value, attributes, context
+
+    histogram: Any = type("Histogram", (), {"record": staticmethod(measured)})()
+
+    def run_flushed_elsewhere() -> None:
+        batch = Batch(window=60.0)
+        for _ in range(3):
+            batch.record(histogram, 1.0, {"gen_ai.agent.name": "a"}, None)
+        flusher = threading.Thread(target=batch.flush)
+        flusher.start()
+        flusher.join()
+
+    def records_counted() -> int:
+        stats = peer_run.profiled(run_flushed_elsewhere, runs=2).stats
+        return sum(entry[1] for func, entry in stats.items() if func[2] == "measured")
+
+    monkeypatch.setattr(Batch, "flush", Batch.flush)  # put back after the test
+    assert records_counted() == 0  # the flusher's thread is not this one
+    peer_run._profile_flushes_off_the_agents_thread()
+    assert records_counted() == 6
+    Batch(window=60.0).flush()  # outside a count, on this thread: nothing is collected
+    assert peer_run._OffThread.profiles is None
 
 
 def test_a_standard_library_call_counts_for_the_layer_that_made_it() -> None:

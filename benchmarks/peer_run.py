@@ -243,12 +243,9 @@ def instrument(
         rb = ReasonBlocks(tracer_provider=tracer_provider, meter_provider=meter_provider)
         return [rb.middleware(agent_name="bench", step_log_in_state=False)], {}
     if variant == "rb-otel-unsteered":  # steering reduced to nothing: what the rest of the middleware costs
-        from rb_otel import ReasonBlocks
-        from rb_otel.types import MonitorEvaluation
+        from bench_floors import NoMonitors
 
-        class NoMonitors:
-            def evaluate(self, request: Any) -> MonitorEvaluation:
-                return MonitorEvaluation()
+        from rb_otel import ReasonBlocks
 
         rb = ReasonBlocks(
             tracer_provider=tracer_provider,

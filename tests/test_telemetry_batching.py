@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from components import wait_until
 from conftest import Otel, add, calc_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,7 +26,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from rb_otel import ReasonBlocks
 from rb_otel.telemetry import RunInfo
-from rb_otel.telemetry.batch import MAX_PENDING, Batch
+from rb_otel.telemetry.batch import HANDOVER_BOUND_MS, MAX_PENDING, Batch
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.testing import ScriptedChatModel, tool_call
@@ -343,6 +344,10 @@ def test_summed_counters_are_added_at_once_not_queued() -> None:
     provider.shutdown()
 
 
+#: How long a test waits for the flusher thread: twice the handover bound, and a second for a slow machine.
+_HANDOVER_WAIT_S = 2 * HANDOVER_BOUND_MS / 1000 + 1.0
+
+
 def test_a_watched_batch_takes_the_flushers_lock_once_and_its_later_work_is_still_done(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -368,9 +373,7 @@ def test_a_watched_batch_takes_the_flushers_lock_once_and_its_later_work_is_stil
             batch.record(histogram, float(value), {}, None)
             batch.settle()
         assert len(watched) == spell and batch.pending == 5  # watched once for the five steps
-        deadline = time.monotonic() + 2 * batch_module.HANDOVER_BOUND_MS / 1000 + 1.0
-        while batch.pending and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: batch.pending == 0, timeout=_HANDOVER_WAIT_S, interval=0.01, what="the queue done")
         assert batch.pending == 0  # the flusher did every step's work, the ones queued while watched too
     data = reader.get_metrics_data()
     assert data is not None
@@ -383,8 +386,6 @@ def test_a_watched_batch_takes_the_flushers_lock_once_and_its_later_work_is_stil
 def test_work_queued_while_the_flusher_does_the_queue_is_never_left_behind(pauses: list[float]) -> None:
     """However a run's steps fall against the flusher thread's turns (it clears a batch's watch, then does its
     queue), nothing a step queued is left waiting once the run goes quiet for the handover bound."""
-    from rb_otel.telemetry import batch as batch_module
-
     reader = InMemoryMetricReader()
     histogram = MeterProvider(metric_readers=[reader]).get_meter("t").create_histogram("h")
     batch = Batch(window=0.005)
@@ -392,7 +393,5 @@ def test_work_queued_while_the_flusher_does_the_queue_is_never_left_behind(pause
         batch.record(histogram, 1.0, {}, None)
         batch.settle()
         time.sleep(pause)
-    deadline = time.monotonic() + 2 * batch_module.HANDOVER_BOUND_MS / 1000 + 1.0
-    while batch.pending and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: batch.pending == 0, timeout=_HANDOVER_WAIT_S, interval=0.005, what="the queue done")
     assert batch.pending == 0

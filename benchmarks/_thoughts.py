@@ -1,7 +1,8 @@
 """Realistic agent thoughts for the benchmarks.
 
-Read from the SWE-agent trajectories in ``../shared/data`` when that folder is beside the checkout (real agent
-text, MIT, from SWE-agent/SWE-agent; see shared/data/README.md), else a built-in sample of the same kind.
+Read from the SWE-agent trajectories under the development records' data root (``RB_OTEL_DATA``, ``../shared/data``
+beside the checkout or ``make data``'s ``data/``: real agent text, MIT, from SWE-agent/SWE-agent), else a built-in
+sample of the same kind.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-_SHARED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "swe_agent"  # real SWE-agent runs (NOTICE)
+from rb_otel.datasets import find_data_root
 
 FALLBACK = [
     (
@@ -39,7 +40,9 @@ FALLBACK = [
 def thoughts() -> list[tuple[str, str, str]]:
     """``(thought, action, action_input)`` triples, at least a dozen."""
     found: list[tuple[str, str, str]] = []
-    for path in sorted(_SHARED.glob("*.traj")) if _SHARED.is_dir() else []:
+    root = find_data_root()
+    folder = root / "swe_agent" if root is not None else Path("-")
+    for path in sorted(folder.glob("*.traj")) if folder.is_dir() else []:
         try:
             for step in json.loads(path.read_text())["trajectory"]:
                 action = str(step.get("action", "")).strip()

@@ -2,7 +2,8 @@
 
     python benchmarks/bench_progress.py [--rounds 5]
 
-Reads the development slice in tests/fixtures/signal (12 mini-swe-agent runs, one tau2-bench file), then times,
+Reads development records from the data root (``RB_OTEL_DATA``, ``../shared/data`` or ``make data``'s ``data/``):
+the first 12 Gemini 3 Pro mini-swe-agent runs and the first tau2-bench file of the Grok runs, then times,
 per step, :class:`~rb_otel.steering.pilot.progress.ProgressTracker` (``add`` and ``values``, what the pilot does
 each step) and each rule on its own. Prints the median of ``--rounds`` passes in microseconds per step.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rb_otel.datasets import source_folder  # noqa: E402
 from rb_otel.steering.pilot import progress  # noqa: E402
 from rb_otel.training.dataset import read_dataset  # noqa: E402
 
@@ -26,9 +28,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    signal = ROOT / "tests" / "fixtures" / "signal"
-    runs = read_dataset([signal / "mini_swe_agent"], labels=signal / "mini_swe_agent_results_summary.json").runs
-    runs += read_dataset([signal / "tau2"]).runs
+    gemini, grok = source_folder("signal/mini_swe_agent_gemini3pro"), source_folder("signal/tau2_grok")
+    runs = read_dataset(sorted(gemini.glob("*.traj.json"))[:12], labels=gemini / "results_summary.json").runs
+    runs += read_dataset(sorted(grok.glob("*.json"))[:1]).runs
     steps = [s for r in runs for s in r.steps]
     calls = [s for s in steps if s.action is not None]
 

@@ -1,7 +1,7 @@
 """The development coding runs replayed by a fleet of worker processes: sharing one SQLite baseline store, or each
 learning alone (its own memory), as ``docs/fleet.md`` reports.
 
-    python research/fleet_replay.py [--data tests/fixtures/signal] [--workers 10] [--pilot-model FILE]
+    python research/fleet_replay.py [--data DATA_ROOT] [--workers 10] [--pilot-model FILE]
 
 Worker ``i`` of ``n`` takes runs ``i, i+n, i+2n, ...`` in file order; the workers run at the same time, so with a
 shared store each one's runs are scored against every run any worker finished before. Each run is scored through
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rb_otel.backends.pilot import PilotScorer  # noqa: E402
+from rb_otel.datasets import data_root, source_folder  # noqa: E402
 from rb_otel.evaluation.metrics import auroc  # noqa: E402
 from rb_otel.steering.fsm import DifficultyFSM  # noqa: E402
 from rb_otel.training.dataset import read_dataset  # noqa: E402
@@ -69,14 +69,12 @@ def replay(folder: Path, workers: int, shared: str | None, model: str | None) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=str(ROOT / "tests" / "fixtures" / "signal"))
+    parser.add_argument("--data", type=Path, default=None, help="the data root (default: as rb_otel.datasets finds it)")
     parser.add_argument("--workers", type=int, nargs="+", default=[10, 50])
     parser.add_argument("--pilot-model", default=None)
     args = parser.parse_args()
+    folder = source_folder("signal/mini_swe_agent_gemini3pro", args.data or data_root())
     with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(Path(args.data) / "mini_swe_agent_gemini3pro.tar.xz") as tar:
-            tar.extractall(tmp, filter="data")
-        folder = Path(tmp) / "mini_swe_agent_gemini3pro"
         for workers in args.workers:
             for label, store in (("isolated (memory each)", None), ("one shared SQLite store", f"{tmp}/b{workers}.db")):
                 figures = replay(folder, workers, store, args.pilot_model)

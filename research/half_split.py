@@ -1,6 +1,9 @@
 """Fit the pilot on half of each development source's task groups and test it on the other half.
 
-    python research/half_split.py [--data tests/fixtures/signal] [--seeds 5] [--first-seed 5] [--json out.json]
+    python research/half_split.py [--data DATA_ROOT] [--seeds 5] [--first-seed 5] [--json out.json]
+
+Reads the development records from the data root (``--data``, else ``RB_OTEL_DATA``, ``../shared/data`` beside the
+repository or ``make data``'s ``data/``).
 
 What ``rb-otel train`` + ``rb-otel evaluate --pilot-model`` would report for a user who labelled half of their
 tasks: for each source and each seed, the task groups (a SWE-bench instance; a tau2 user scenario across policy
@@ -19,8 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +31,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rb_otel.backends.pilot import PilotScorer  # noqa: E402
+from rb_otel.datasets import data_root, source_folder  # noqa: E402
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping  # noqa: E402
 from rb_otel.evaluation.metrics import auroc  # noqa: E402
 from rb_otel.steering.fsm import DifficultyFSM  # noqa: E402
 from rb_otel.training import train_dataset  # noqa: E402
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset  # noqa: E402
 
+#: Each source: its folder under the data root (``signal/<name>``, or that folder's ``.tar.xz``) and its labels file.
 SOURCES = {
-    "coding (SWE, Gemini 3)": ("mini_swe_agent_gemini3pro.tar.xz", "results_summary.json"),
-    "customer service (tau2, Grok)": ("tau2_grok.tar.xz", None),
+    "coding (SWE, Gemini 3)": ("signal/mini_swe_agent_gemini3pro", "results_summary.json"),
+    "customer service (tau2, Grok)": ("signal/tau2_grok", None),
 }
-
-
-def unpack(archive: Path, into: Path) -> Path:
-    with tarfile.open(archive) as tar:
-        tar.extractall(into, filter="data")
-        top = sorted({m.name.split("/", 1)[0] for m in tar.getmembers()})[0]
-    return into / top
 
 
 def halves(runs: list[LabelledRun], seed: int) -> tuple[list[LabelledRun], list[LabelledRun]]:
@@ -124,30 +120,30 @@ def figures(traces: list[RunTrace], runs: list[LabelledRun], signs: dict[str, in
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=str(ROOT / "tests" / "fixtures" / "signal"))
+    parser.add_argument("--data", type=Path, default=None, help="the data root (default: as rb_otel.datasets finds it)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=5, help="seeds 0-4 took part in a choice before")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, (archive, labels) in SOURCES.items():
-            folder = unpack(Path(args.data) / archive, Path(tmp))
-            dataset = read_dataset([folder], labels=folder / labels if labels else None)
-            rows = []
-            for seed in range(args.first_seed, args.first_seed + args.seeds):
-                fit_half, test_half = halves(dataset.runs, seed)
-                result = train_dataset(Dataset(fit_half), shuffles=0, seed=seed, permutations=0)
-                signs = directions(fit_half)
-                row = figures(score(result.model, test_half), test_half, signs)
-                row["family"] = result.model.trained["family"]
-                row["skip_on"] = float(result.report.skip_on)
-                row.update({f"direction_{k}": float(v) for k, v in signs.items()})
-                rows.append(row)
-                shown = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
-                print(f"{name} seed {seed}: {shown}", flush=True)
-            keys = [k for k in rows[0] if isinstance(rows[0][k], float)]
-            out[name] = {"seeds": rows, "mean": {k: float(np.nanmean([r[k] for r in rows])) for k in keys}}
+    root = args.data or data_root()
+    for name, (source, labels) in SOURCES.items():
+        folder = source_folder(source, root)
+        dataset = read_dataset([folder], labels=folder / labels if labels else None)
+        rows = []
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            fit_half, test_half = halves(dataset.runs, seed)
+            result = train_dataset(Dataset(fit_half), shuffles=0, seed=seed, permutations=0)
+            signs = directions(fit_half)
+            row = figures(score(result.model, test_half), test_half, signs)
+            row["family"] = result.model.trained["family"]
+            row["skip_on"] = float(result.report.skip_on)
+            row.update({f"direction_{k}": float(v) for k, v in signs.items()})
+            rows.append(row)
+            shown = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
+            print(f"{name} seed {seed}: {shown}", flush=True)
+        keys = [k for k in rows[0] if isinstance(rows[0][k], float)]
+        out[name] = {"seeds": rows, "mean": {k: float(np.nanmean([r[k] for r in rows])) for k in keys}}
     print()
     for name, result in out.items():
         m = result["mean"]

@@ -1,8 +1,9 @@
 """docs/signal.md's headline: each development agent held out in turn, fitted on the others, scored live.
 
-    python research/leave_one_agent_out.py [--data tests/fixtures/signal] [--json out.json]
+    python research/leave_one_agent_out.py [--data DATA_ROOT] [--json out.json]
 
-Unpacks the two development archives (tests/fixtures/signal, NOTICE there) into a temporary folder, reads every
+Reads the development records from the data root (``--data``, else ``RB_OTEL_DATA``, ``../shared/data`` beside the
+repository or ``make data``'s ``data/``; archives are unpacked outside the repository), reads every
 labelled run (five agents: Gemini 3 Pro in mini-swe-agent on SWE-bench Verified; grok-3, grok-3-mini, grok-4 and
 grok-4-fast-reasoning on tau2-bench), and runs :func:`rb_otel.training.held_out.leave_one_agent_out` twice: as
 ``rb-otel train`` does (the held-out agent's runs out of the fit) and with its task groups kept out too (no
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,28 +25,29 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from half_split import SOURCES, unpack  # noqa: E402
+from half_split import SOURCES  # noqa: E402
 
+from rb_otel.datasets import data_root, source_folder  # noqa: E402
 from rb_otel.training.dataset import read_dataset  # noqa: E402
 from rb_otel.training.held_out import leave_one_agent_out, tokens_after_last_change  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--data", type=Path, default=ROOT / "tests" / "fixtures" / "signal")
+    parser.add_argument("--data", type=Path, default=None, help="the data root (default: as rb_otel.datasets finds it)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--max-false-stops", type=float, default=0.02)
     args = parser.parse_args()
     runs = []
     converged: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, (archive, labels) in SOURCES.items():
-            folder = unpack(args.data / archive, Path(tmp))
-            data = read_dataset([folder], labels=folder / labels if labels else None)
-            runs += data.runs
-            if name.startswith("coding"):
-                shares = [tokens_after_last_change(r) for r in data.runs if not r.failed]
-                converged = [s for s in shares if s is not None]
+    root = args.data or data_root()
+    for name, (source, labels) in SOURCES.items():
+        folder = source_folder(source, root)
+        data = read_dataset([folder], labels=folder / labels if labels else None)
+        runs += data.runs
+        if name.startswith("coding"):
+            shares = [tokens_after_last_change(r) for r in data.runs if not r.failed]
+            converged = [s for s in shares if s is not None]
     out: dict[str, object] = {}
     for key, apart in (("held_out", False), ("held_out_with_tasks_apart", True)):
         started = time.perf_counter()

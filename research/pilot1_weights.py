@@ -1,6 +1,9 @@
 """Train the pilot scorer from the labelled runs in ``tests/fixtures/signal`` and report how well it transfers.
 
-    python research/pilot1_weights.py [--data tests/fixtures/signal] [--out rb_otel/steering/pilot/pilot_weights.json]
+    python research/pilot1_weights.py [--data DATA_ROOT] [--out rb_otel/steering/pilot/pilot_weights.json]
+
+Reads the two development sources it was fitted on (signal/mini_swe_agent_gemini3pro and signal/tau2_grok) from the
+data root (``--data``, else ``RB_OTEL_DATA``, ``../shared/data`` beside the repository or ``make data``'s ``data/``).
 
 (``make pilot1-weights``.) The shipped pilot/1 is this script's; every other pilot is ``rb-otel train``'s
 (the library's one trainer), which this script shares its importers, features, FSM and figures with.
@@ -24,8 +27,6 @@ import argparse
 import json
 import math
 import sys
-import tarfile
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from rb_otel.backends.baselines.cache import BaselineCache  # noqa: E402
 from rb_otel.backends.pilot import PilotScorer  # noqa: E402
+from rb_otel.datasets import DataNotFound, data_root, source_folder  # noqa: E402
 from rb_otel.evaluation.metrics import auroc  # noqa: E402
 from rb_otel.importers.detect import detect  # noqa: E402
 from rb_otel.importers.labels import load_labels  # noqa: E402
@@ -67,17 +69,12 @@ class Run:
     features: np.ndarray = field(default_factory=lambda: np.zeros((0, len(FEATURES))))
 
 
-def unpack(data: Path, into: Path) -> dict[str, Path]:
-    out = {}
-    for name in SOURCES:
-        archive = data / name
-        if not archive.is_file():
-            raise SystemExit(f"{archive}: not found (pass --data with the folder holding {', '.join(SOURCES)})")
-        with tarfile.open(archive) as tar:
-            tar.extractall(into, filter="data")
-            top = {m.name.split("/", 1)[0] for m in tar.getmembers()}
-        out[name] = into / sorted(top)[0]
-    return out
+def source_folders(root: Path) -> dict[str, Path]:
+    """Each source's folder under the data root (``signal/<name>``, its archive unpacked outside the repository)."""
+    try:
+        return {name: source_folder("signal/" + name.removesuffix(".tar.xz"), root) for name in SOURCES}
+    except DataNotFound as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def read_runs(folder: Path, source: str) -> list[Run]:
@@ -340,13 +337,16 @@ def cross_validate(runs: list[Run], k: int = 5) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=str(ROOT / "tests" / "fixtures" / "signal"))
+    parser.add_argument("--data", type=Path, default=None, help="the data root (default: as rb_otel.datasets finds it)")
     parser.add_argument("--out", default=str(ROOT / "rb_otel" / "steering" / "pilot" / "pilot_weights.json"))
     parser.add_argument("--report", default=str(ROOT / "research" / "pilot_report.json"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folders = unpack(Path(args.data), Path(tmp))
-        by_source = {SOURCES[name]: read_runs(folder, SOURCES[name]) for name, folder in folders.items()}
+    try:
+        root = args.data or data_root()
+    except DataNotFound as exc:
+        raise SystemExit(str(exc)) from None
+    folders = source_folders(root)
+    by_source = {SOURCES[name]: read_runs(folder, SOURCES[name]) for name, folder in folders.items()}
     results: dict[str, dict[str, float]] = {}
     names = list(by_source)
     for train_name in names:

@@ -80,10 +80,30 @@ def http_json(url: str, data: bytes | None = None, timeout: float = 5.0) -> Any:
         return json.loads(response.read())
 
 
-#: The real records the tests read: ``tests/fixtures`` (small copies with their NOTICE, so a fresh clone runs every
-#: test), or ``RB_OTEL_SHARED_DATA`` to point them at the project's full shared data.
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-SHARED_DATA = Path(os.environ.get("RB_OTEL_SHARED_DATA") or FIXTURES)
+def data_path(relative: str = "") -> Path:
+    """``relative`` under the development records' data root (``RB_OTEL_DATA``, else ``../shared/data`` beside the
+    repository, else the repository's ``data/`` from ``make data``); skip with the reason when it is not there (a
+    failure under RB_OTEL_REQUIRE_REAL=1)."""
+    from rb_otel.datasets import DataNotFound, data_root
+
+    try:
+        path = data_root() / relative
+    except DataNotFound as exc:
+        pytest.skip(str(exc))
+    if not path.exists():
+        pytest.skip(f"{path} is not in the data root; run `make data`")
+    return path
+
+
+def signal_source(name: str) -> Path:
+    """The folder of development source ``signal/<name>`` (its archive unpacked into the cache outside the
+    repository); skip with the reason when the data root lacks it."""
+    from rb_otel.datasets import DataNotFound, source_folder
+
+    try:
+        return source_folder(f"signal/{name}")
+    except DataNotFound as exc:
+        pytest.skip(str(exc))
 
 
 def wait_until(check: Any, *, timeout: float, interval: float = 0.25, what: str = "condition") -> Any:

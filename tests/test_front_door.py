@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from components import SHARED_DATA, free_port
+from components import data_path, free_port
 from conftest import Otel
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
@@ -128,10 +128,9 @@ def test_an_empty_input_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "no runs found" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "io_harness").is_dir(), reason=f"io_harness data not found in {SHARED_DATA}")
 def test_an_io_harness_store_is_read_without_leaving_files(tmp_path: Path) -> None:
     store = tmp_path / "store.sqlite3"
-    shutil.copy(SHARED_DATA / "io_harness" / "store-0.22.0_populated.sqlite3", store)
+    shutil.copy(data_path("io_harness/store-0.22.0_populated.sqlite3"), store)
     store.chmod(0o444)
     before = sorted(p.name for p in tmp_path.iterdir())
     results = replay(store)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from components import signal_source
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,8 +26,6 @@ from rb_otel.training.held_out import (
     tokens_after_last_change,
 )
 from rb_otel.training.relative_skip import choose_relative_skip, relative_stops
-
-FIXTURES = Path(__file__).parent / "fixtures" / "signal"
 
 
 def _run(agent: str, i: int, failed: bool, rng: random.Random) -> LabelledRun:
@@ -182,14 +181,10 @@ def test_the_share_of_tokens_after_the_last_change(three_agents: list[LabelledRu
 
 
 def test_leave_one_agent_out_on_the_repositorys_customer_service_runs(tmp_path: Path) -> None:
-    """The tau2 development archive (tests/fixtures/signal, NOTICE there): three of its models, each held out in
+    """The tau2 development records (the data root's signal/tau2_grok): three of its models, each held out in
     turn; the figures are reported, not asserted (they are docs/signal.md's, measured by
     research/leave_one_agent_out.py), but every one is a number from a fit that did not see the agent."""
-    import tarfile
-
-    with tarfile.open(FIXTURES / "tau2_grok.tar.xz") as archive:
-        archive.extractall(tmp_path, filter="data")
-    runs = read_dataset([tmp_path / "tau2_grok"]).runs
+    runs = read_dataset([signal_source("tau2_grok")]).runs
     small = [r for r in runs if agent_unit(r) in {"grok-3-mini", "grok-4", "grok-4-fast-reasoning"}]
     report = leave_one_agent_out(small)
     assert {a.agent for a in report.agents} == {"grok-3-mini", "grok-4", "grok-4-fast-reasoning"}

@@ -1,4 +1,5 @@
-"""Importers: every format on real files (tests/fixtures, NOTICE there) and on fixtures built from type definitions."""
+"""Importers: every format on real files (the development records' data root: ``tests/components.py``
+``data_path``) and on fixtures we wrote ourselves in each format."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from components import SHARED_DATA
+from components import data_path
 from conftest import Otel
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,9 +22,6 @@ from rb_otel.importers import RecordError, detect, replay
 from rb_otel.importers.formats.agy import AgyStep, merge
 from rb_otel.importers.formats.io_harness import parse_tool_calls
 from rb_otel.types import StepLogEntry
-
-DATA = SHARED_DATA
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared test data not found at {DATA}")
 
 HARD = "Hmm, maybe the error is in src/a.py, not sure; the traceback failed with KeyError again and again."
 
@@ -40,7 +38,6 @@ def spans_by_run(otel: Otel) -> dict[str, list[Any]]:
 # -- real files ---------------------------------------------------------------------------------------------
 
 
-@needs_data
 @pytest.mark.parametrize(
     ("relative", "fmt"),
     [
@@ -54,14 +51,13 @@ def spans_by_run(otel: Otel) -> dict[str, list[Any]]:
     ],
 )
 def test_format_detection_on_real_files(relative: str, fmt: str) -> None:
-    assert detect(DATA / relative) == fmt
+    assert detect(data_path(relative)) == fmt
 
 
-@needs_data
 def test_io_harness_022_matches_the_crates_read_back(otel: Otel) -> None:
-    expected = json.loads((DATA / "io_harness/store-0.22.0_populated.json").read_text())
+    expected = json.loads(data_path("io_harness/store-0.22.0_populated.json").read_text())
     [result] = replay(
-        DATA / "io_harness/store-0.22.0_populated.sqlite3",
+        data_path("io_harness/store-0.22.0_populated.sqlite3"),
         tracer_provider=otel.tracer_provider,
         meter_provider=otel.meter_provider,
     )
@@ -86,10 +82,9 @@ def test_io_harness_022_matches_the_crates_read_back(otel: Otel) -> None:
     assert tools == ["read_file", "write_file", "grep", "write_file"]
 
 
-@needs_data
 def test_io_harness_029_matches_the_crates_read_back(otel: Otel) -> None:
-    expected = json.loads((DATA / "io_harness/store-0.29.0_aggregates.json").read_text())["read_back"]["runs"]
-    results = replay(DATA / "io_harness/store-0.29.0_aggregates.sqlite3", tracer_provider=otel.tracer_provider)
+    expected = json.loads(data_path("io_harness/store-0.29.0_aggregates.json").read_text())["read_back"]["runs"]
+    results = replay(data_path("io_harness/store-0.29.0_aggregates.sqlite3"), tracer_provider=otel.tracer_provider)
     assert [r.summary["run_id"] for r in results] == [e["run_id"] for e in expected]
     for result, want in zip(results, expected, strict=True):
         assert result.summary["outcome"] == want["outcome"] == result.outcome
@@ -100,14 +95,13 @@ def test_io_harness_029_matches_the_crates_read_back(otel: Otel) -> None:
     assert outcomes["io_harness-1"].status.status_code is StatusCode.UNSET
 
 
-@needs_data
 @pytest.mark.parametrize(
     "name",
     ["pydicom__pydicom-1458.traj", "marshmallow-code__marshmallow-1867.function_calling_replace_from_source.traj"],
 )
 def test_swe_agent_trajectories(otel: Otel, name: str) -> None:
-    raw = json.loads((DATA / "swe_agent" / name).read_text())
-    [result] = replay(DATA / "swe_agent" / name, tracer_provider=otel.tracer_provider)
+    raw = json.loads(data_path(f"swe_agent/{name}").read_text())
+    [result] = replay(data_path(f"swe_agent/{name}"), tracer_provider=otel.tracer_provider)
     assert result.step_count == len(raw["trajectory"]) and result.outcome == "success"
     thoughts = [e.thought_preview for e in result.steps]
     assert thoughts == [s["thought"][:120] for s in raw["trajectory"]]
@@ -115,9 +109,8 @@ def test_swe_agent_trajectories(otel: Otel, name: str) -> None:
     assert len(otel.spans("execute_tool")) == result.step_count
 
 
-@needs_data
 def test_openhands_history(otel: Otel) -> None:
-    [result] = replay(DATA / "openhands/ponylang__ponyc-4595.json", tracer_provider=otel.tracer_provider)
+    [result] = replay(data_path("openhands/ponylang__ponyc-4595.json"), tracer_provider=otel.tracer_provider)
     assert result.step_count > 10
     assert sum(e.tokens for e in result.steps) > 0
     run = spans_by_run(otel)[result.run_id]
@@ -127,22 +120,20 @@ def test_openhands_history(otel: Otel) -> None:
     assert root.end_time > root.start_time
 
 
-@needs_data
 def test_tau_bench_failed_and_solved(otel: Otel) -> None:
     [failed] = replay(
-        DATA / "tau_bench/gpt-4o-airline_task13_trial0_reward0.json", tracer_provider=otel.tracer_provider
+        data_path("tau_bench/gpt-4o-airline_task13_trial0_reward0.json"), tracer_provider=otel.tracer_provider
     )
     [solved] = replay(
-        DATA / "tau_bench/gpt-4o-airline_task13_trial2_reward1.json", tracer_provider=otel.tracer_provider
+        data_path("tau_bench/gpt-4o-airline_task13_trial2_reward1.json"), tracer_provider=otel.tracer_provider
     )
     assert failed.outcome == "failure: reward 0" and solved.outcome == "success"
     tools = list(otel.spans("execute_tool"))
     assert tools and all(dict(s.attributes or {})["gen_ai.tool.call.id"].startswith("call_") for s in tools)
 
 
-@needs_data
 def test_reimport_gives_the_same_trace_and_span_ids(otel: Otel) -> None:
-    path = DATA / "swe_agent/pydicom__pydicom-1458.traj"
+    path = data_path("swe_agent/pydicom__pydicom-1458.traj")
     first = replay(path, tracer_provider=otel.tracer_provider)
     ids_first = sorted((s.context.trace_id, s.context.span_id) for s in otel.exporter.get_finished_spans())
     otel.exporter.clear()

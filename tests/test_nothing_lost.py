@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from components import FIXTURES
+from components import data_path
 from conftest import Otel
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -109,7 +109,7 @@ def test_a_replay_never_touches_the_tracer_live_runs_use(otel: Otel) -> None:
 
     thread = threading.Thread(target=live)
     thread.start()
-    record = FIXTURES / "tau_bench" / "gpt-4o-airline_task13_trial0_reward0.json"
+    record = data_path("tau_bench/gpt-4o-airline_task13_trial0_reward0.json")
     try:
         first = [r.trace_id for r in replay(record, tracer_provider=otel.tracer_provider)]
         second = [r.trace_id for r in replay(record, tracer_provider=otel.tracer_provider)]

@@ -1,6 +1,6 @@
 """An honest pilot: baselines oriented on the training side, a trust gate that shuffled outcomes cannot pass, a
 false-stop budget held as an upper bound on runs the thresholds never saw, the live view in training, and task
-groups that keep one customer on one side. Real development runs (tests/fixtures/signal) and small generated
+groups that keep one customer on one side. Real development runs (the data root's signal/tau2_grok) and small generated
 sets that pin down one rule each."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from components import signal_source
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -30,15 +30,10 @@ from rb_otel.training.report import Figure, TrainingReport
 from rb_otel.training.thresholds import SKIP_OFF, choose_fsm, reaches
 from rb_otel.types import FSMState
 
-SIGNAL = Path(__file__).resolve().parent / "fixtures" / "signal"
-
 
 @pytest.fixture(scope="module")
 def tau2_runs(tmp_path_factory: pytest.TempPathFactory) -> list[LabelledRun]:
-    root = tmp_path_factory.mktemp("tau2")
-    with tarfile.open(SIGNAL / "tau2_grok.tar.xz") as tar:
-        tar.extractall(root, filter="data")
-    return read_dataset([root / "tau2_grok"]).runs
+    return read_dataset([signal_source("tau2_grok")]).runs
 
 
 # -- baselines oriented on the training side --------------------------------------------------------------------
@@ -103,10 +98,7 @@ def test_the_cli_refuses_shuffled_outcomes_and_writes_nothing(tmp_path: Path) ->
 
     from rb_otel.cli import main
 
-    root = tmp_path / "tau2"
-    with tarfile.open(SIGNAL / "tau2_grok.tar.xz") as tar:
-        tar.extractall(root, filter="data")
-    files = sorted((root / "tau2_grok").glob("*.json"))[::3]  # a third of the files: ~220 runs in ~50 task groups
+    files = sorted(signal_source("tau2_grok").glob("*.json"))[::3]  # a third of the files: ~220 runs in ~50 task groups
     rng = random.Random(7)
     labels = {r.run_id: rng.random() < 0.5 for r in read_dataset(files).runs}  # every outcome says nothing
     assert len(labels) >= 150

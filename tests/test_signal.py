@@ -1,7 +1,8 @@
 """The steering signal on real runs: the public trajectory formats, labels, scorers, the pilot and ``evaluate``.
 
-Real runs come from a slice of ``../shared/data/signal`` kept in ``tests/fixtures/signal`` (12 mini-swe-agent
-runs with their evaluation's outcomes, one tau2-bench results file; NOTICE there). No test asserts a figure fitted
+Real runs come from the development records' data root (``tests/components.py``: ``signal_source``): 12
+mini-swe-agent runs with their evaluation's outcomes and one tau2-bench results file, copied into a temporary
+folder. No test asserts a figure fitted
 on the data it checks: the pilot is tested for its contracts (range, prefix-only, determinism, baselines), not for
 its AUROC.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from components import FIXTURES, SHARED_DATA
+from components import data_path, signal_source
 from conftest import Otel
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,19 +40,27 @@ from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.testing import ScriptedChatModel, tool_call
 
-SHARED = SHARED_DATA
-MINI_SLICE = 12
+#: The mini-swe-agent runs (Gemini 3 Pro) and the tau2-bench file (grok-3, airline) the tests read, by name.
+MINI_RUNS = (
+    "django__django-11163", "django__django-13410", "django__django-14765", "django__django-16255",
+    "django__django-16429", "django__django-16569", "django__django-17029", "matplotlib__matplotlib-23314",
+    "pydata__xarray-4629", "sympy__sympy-13480", "sympy__sympy-16886", "sympy__sympy-23534",
+)  # fmt: skip
+TAU2_FILE = "2025-10-12T22:50:14.798563_airline_llm_agent_grok-3_user_simulator_grok-3.json"
 
 
 @pytest.fixture(scope="session")
 def signal_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A slice of the development data kept in tests/fixtures/signal (NOTICE there): 12 mini-swe-agent runs with
-    the evaluation's results_summary.json, and one tau2-bench results file. Copied so tests may add files."""
-    source = FIXTURES / "signal"
+    """A slice of the development records: 12 mini-swe-agent runs with the evaluation's results_summary.json,
+    and one tau2-bench results file, copied into a temporary folder so tests may add files."""
+    gemini, grok = signal_source("mini_swe_agent_gemini3pro"), signal_source("tau2_grok")
     root = tmp_path_factory.mktemp("signal")
-    shutil.copytree(source / "mini_swe_agent", root / "mini")
-    shutil.copytree(source / "tau2", root / "tau2_grok")
-    shutil.copy(source / "mini_swe_agent_results_summary.json", root / "labels.json")
+    (root / "mini").mkdir()
+    (root / "tau2_grok").mkdir()
+    for name in MINI_RUNS:
+        shutil.copy(gemini / f"{name}.traj.json", root / "mini")
+    shutil.copy(grok / TAU2_FILE, root / "tau2_grok")
+    shutil.copy(gemini / "results_summary.json", root / "labels.json")
     return {"tau2": root / "tau2_grok", "mini": root / "mini", "labels": root / "labels.json"}
 
 
@@ -123,8 +132,8 @@ def test_mini_swe_agent_malformed_top_level(tmp_path: Path) -> None:
 
 def test_tau_bench_results_list_skips_a_malformed_element(tmp_path: Path, otel: Otel) -> None:
     runs = [
-        json.loads((SHARED / "tau_bench" / name).read_text())
-        for name in sorted(p.name for p in (SHARED / "tau_bench").glob("*.json"))
+        json.loads((data_path("tau_bench") / name).read_text())
+        for name in sorted(p.name for p in data_path("tau_bench").glob("*.json"))
     ]
     path = tmp_path / "results.json"
     path.write_text(json.dumps([runs[0], {"task_id": 1, "reward": "x", "traj": []}, runs[1]]))
@@ -147,7 +156,7 @@ def test_swe_agent_exit_status_in_any_case(tmp_path: Path) -> None:
 def test_directory_replay_with_labels_and_rescore_spans(signal_data: dict[str, Path], otel: Otel) -> None:
     labels = load_labels(signal_data["labels"])
     results = replay(signal_data["mini"], scorer="pilot", labels=labels, tracer_provider=otel.tracer_provider)
-    assert len(results) == MINI_SLICE
+    assert len(results) == len(MINI_RUNS)
     for result in results:
         assert result.outcome == ("success" if labels[result.run_id] else "failure: unresolved")
         assert result.risk is not None and 0.0 <= result.risk <= 1.0
@@ -339,10 +348,10 @@ def test_evaluate_cli_writes_json_and_html(
     argv = [str(signal_data["mini"]), "--labels", str(signal_data["labels"])]
     assert main(["evaluate", *argv, "--json", str(out_json), "--html", str(out_html), "--quiet"]) == 0
     report = json.loads(out_json.read_text())
-    assert report["runs"] == MINI_SLICE and report["scorer"] == "pilot/1"
+    assert report["runs"] == len(MINI_RUNS) and report["scorer"] == "pilot/1"
     names = {s["name"] for s in report["signals"]}
     assert {"score at the last step", "most severe FSM state", "characters written", "steps"} <= names
-    assert sum(sum(c.values()) for c in report["states_reached"].values()) == MINI_SLICE
+    assert sum(sum(c.values()) for c in report["states_reached"].values()) == len(MINI_RUNS)
     page = out_html.read_text()
     assert "data:image/png;base64," in page and "Calibration" in page
     assert "score at the last step" in capsys.readouterr().out
@@ -639,7 +648,7 @@ def test_mini_swe_agent_fields_match_the_raw_record(signal_data: dict[str, Path]
 def test_tau_bench_fields_match_the_raw_record(tmp_path: Path) -> None:
     from rb_otel.importers.formats import tau_bench
 
-    raw = [json.loads(p.read_text()) for p in sorted((SHARED / "tau_bench").glob("*.json"))]
+    raw = [json.loads(p.read_text()) for p in sorted(data_path("tau_bench").glob("*.json"))]
     path = tmp_path / "results.json"
     path.write_text(json.dumps(raw))
     runs = list(tau_bench.read(path, []))

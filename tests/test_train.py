@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import math
 import random
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from components import signal_source
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,18 +32,11 @@ from rb_otel.training.dataset import LabelledRun
 from rb_otel.training.features import extract, prior_of
 from rb_otel.training.fit import CANDIDATES, TEXT_BITS, fit_candidate
 
-#: The development runs, in the repository (tests/fixtures/NOTICE), so a fresh clone trains on them.
-SIGNAL = Path(__file__).resolve().parent / "fixtures" / "signal"
-
 
 @pytest.fixture(scope="module")
-def tau2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    archive = SIGNAL / "tau2_grok.tar.xz"
-    assert archive.is_file(), f"{archive} is missing (a fixture of the repository)"
-    root = tmp_path_factory.mktemp("tau2")
-    with tarfile.open(archive) as tar:
-        tar.extractall(root, filter="data")
-    return root / "tau2_grok"
+def tau2() -> Path:
+    """The tau2 development records (Grok models; the data root's signal/tau2_grok)."""
+    return signal_source("tau2_grok")
 
 
 @pytest.fixture(scope="module")

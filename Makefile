@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: docs mutate pilot1-weights train-pilot half-split held-out demo test lint typecheck unit bench bench-floors bench-scale bench-growth bench-memory profile wheel clean
+.PHONY: data docs mutate pilot1-weights train-pilot half-split held-out demo test lint typecheck unit bench bench-floors bench-scale bench-growth bench-memory profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ demo: $(STAMP)
 
 ## test: lint, type-check, build the docs (links checked) and run the whole test suite
 test: lint typecheck docs unit
+
+## data: fetch the development records (other projects' published runs) from their pinned origins into data/,
+## each file checked against rb_otel/datasets/manifest.json; resumable (docs/development.md, "Development records")
+data: $(STAMP)
+	$(BIN)/python -m rb_otel.datasets fetch
 
 ## docs: the documentation site (mkdocs, strict: a broken link or anchor fails) -> site/
 docs: $(STAMP)
@@ -39,7 +44,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -m "serial or heavy"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no serial or heavy tests"; fi; exit $$rc
 
-## pilot1-weights: reproduce the shipped pilot/1 weights from tests/fixtures/signal (research/pilot1_weights.py); writes
+## pilot1-weights: reproduce the shipped pilot/1 weights from the development records (research/pilot1_weights.py); writes
 ## rb_otel/steering/pilot/pilot_weights.json and research/pilot_report.json (out-of-sample figures). Your own pilot: rb-otel train
 pilot1-weights: $(STAMP)
 	$(BIN)/python research/pilot1_weights.py

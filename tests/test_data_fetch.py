@@ -1,0 +1,221 @@
+"""``make data`` (``python -m rb_otel.datasets fetch``) against a real HTTP server on 127.0.0.1 serving a made-up
+repository: a good download, a corrupted file, a missing one, a transfer cut off mid-file and resumed, and a rerun
+that continues an earlier run's partial file. No network: the server is the test's own."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from rb_otel.datasets.fetch import fetch
+from rb_otel.datasets.manifest import ManifestFile, ManifestSource, load_manifest, manifest_text
+from rb_otel.datasets.origins import Extract
+
+REPOSITORY, COMMIT = "example-org/agent-runs", "0123456789abcdef0123456789abcdef01234567"
+
+#: The made-up repository at COMMIT: a run file, a JSON-lines file whose second line is a record, a results list
+#: whose element 1 is a record, and the licence.
+RUN = json.dumps({"run": "r1", "steps": [{"thought": "look at the failing test", "action": "ls"}] * 40}).encode()
+LINES = b'{"instance": "a"}\n{"instance": "b", "history": []}\n'
+RESULTS = json.dumps([{"task_id": 0, "reward": 1.0}, {"task_id": 1, "reward": 0.0, "traj": []}]).encode()
+LICENCE = b"MIT License\n\nCopyright (c) 2026 Example Org\n"
+FILES = {"runs/r1.json": RUN, "out/output.jsonl": LINES, "out/results.json": RESULTS, "LICENSE": LICENCE}
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def made_up_source(name: str = "signal/example") -> ManifestSource:
+    second_line = LINES.splitlines(keepends=True)[1]
+    element = json.dumps(json.loads(RESULTS)[1], indent=1).encode()
+    return ManifestSource(
+        name=name,
+        repository=REPOSITORY,
+        commit=COMMIT,
+        licence="MIT",
+        licence_files=("LICENSE",),
+        files=(
+            ManifestFile("r1.json", "runs/r1.json", digest(RUN), len(RUN)),
+            ManifestFile("b.json", "out/output.jsonl", digest(second_line), len(second_line), Extract(line=2)),
+            ManifestFile("task1.json", "out/results.json", digest(element), len(element), Extract(element=1)),
+        ),
+    )
+
+
+@dataclass
+class Repository:
+    """What the server serves and what it saw: ``files`` by path, ``cut`` (path -> bytes sent before the
+    connection is dropped, once), and every request's path and Range header."""
+
+    files: dict[str, bytes]
+    cut: dict[str, int] = field(default_factory=dict)
+    requests: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    repository: Repository
+
+    def do_GET(self) -> None:
+        prefix = f"/{REPOSITORY}/raw/{COMMIT}/"
+        path = unquote(self.path[len(prefix) :]) if self.path.startswith(prefix) else None
+        self.repository.requests.append((path or self.path, self.headers.get("Range")))
+        body = self.repository.files.get(path) if path is not None else None
+        if body is None:
+            self.send_error(404)
+            return
+        start = 0
+        if self.headers.get("Range"):
+            start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0])
+            if start >= len(body):
+                self.send_error(416)
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(body) - start))
+        self.end_headers()
+        cut = self.repository.cut.pop(path, None) if path is not None else None
+        if cut is not None:  # send part of the file, then drop the connection
+            self.wfile.write(body[start : start + cut])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body[start:])
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, Repository]]:
+    repository = Repository(dict(FILES))
+    handler = type("Handler", (_Handler,), {"repository": repository})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", repository
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_good_download_writes_the_checked_folder_the_licence_and_the_sources_list(
+    served: tuple[str, Repository], tmp_path: Path
+) -> None:
+    mirror, _ = served
+    lines: list[str] = []
+    [result] = fetch([made_up_source()], tmp_path, mirror=mirror, progress=lines.append)
+    assert result.ok, result.line
+    folder = tmp_path / "signal" / "example"
+    assert (folder / "r1.json").read_bytes() == RUN
+    assert json.loads((folder / "b.json").read_text()) == {"instance": "b", "history": []}
+    assert json.loads((folder / "task1.json").read_text())["task_id"] == 1
+    assert (tmp_path / "LICENSES" / "signal" / "example" / "LICENSE").read_bytes() == LICENCE
+    assert f"github.com/{REPOSITORY} @ {COMMIT}" in (tmp_path / "SOURCES.md").read_text()
+    assert not (tmp_path / ".partial" / "signal" / "example").exists()
+    assert len(lines) == 2 and "3 files" in lines[0] and "fetched and checked" in lines[1]
+    [again] = fetch([made_up_source()], tmp_path, mirror=mirror)
+    assert again.ok and "already there, checked" in again.line
+
+
+def test_a_corrupted_file_is_one_line_and_no_folder_then_a_rerun_fetches_it_anew(
+    served: tuple[str, Repository], tmp_path: Path
+) -> None:
+    mirror, repository = served
+    repository.files["runs/r1.json"] = RUN.replace(b"failing", b"passing")
+    [result] = fetch([made_up_source()], tmp_path, mirror=mirror)
+    assert not result.ok
+    assert "r1.json: SHA-256 mismatch" in result.line and "\n" not in result.line
+    assert not (tmp_path / "signal" / "example").exists()
+    assert not (tmp_path / ".partial" / "signal" / "example" / "origins" / "runs" / "r1.json").exists()
+    repository.files["runs/r1.json"] = RUN
+    [fixed] = fetch([made_up_source()], tmp_path, mirror=mirror)
+    assert fixed.ok and (tmp_path / "signal" / "example" / "r1.json").read_bytes() == RUN
+
+
+def test_a_missing_file_is_one_line_naming_it(served: tuple[str, Repository], tmp_path: Path) -> None:
+    mirror, repository = served
+    del repository.files["out/results.json"]
+    [result] = fetch([made_up_source()], tmp_path, mirror=mirror)
+    assert not result.ok and "out/results.json: HTTP 404" in result.line and "\n" not in result.line
+    assert not (tmp_path / "signal" / "example").exists()
+
+
+def test_a_transfer_cut_off_mid_file_is_resumed_with_a_range_request(
+    served: tuple[str, Repository], tmp_path: Path
+) -> None:
+    mirror, repository = served
+    repository.cut["runs/r1.json"] = len(RUN) // 3
+    [result] = fetch([made_up_source()], tmp_path, mirror=mirror)
+    assert result.ok, result.line
+    assert (tmp_path / "signal" / "example" / "r1.json").read_bytes() == RUN
+    asked = [rng for path, rng in repository.requests if path == "runs/r1.json"]
+    assert asked == [None, f"bytes={len(RUN) // 3}-"]
+
+
+def test_a_rerun_continues_the_partial_file_an_interrupted_run_left(
+    served: tuple[str, Repository], tmp_path: Path
+) -> None:
+    mirror, repository = served
+    partial = tmp_path / ".partial" / "signal" / "example" / "origins" / "runs" / "r1.json.part"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(RUN[:100])  # what a run stopped by Ctrl-C left
+    [result] = fetch([made_up_source()], tmp_path, mirror=mirror)
+    assert result.ok and (tmp_path / "signal" / "example" / "r1.json").read_bytes() == RUN
+    assert ("runs/r1.json", "bytes=100-") in repository.requests
+
+
+def test_a_folder_changed_after_the_fetch_is_reported_not_overwritten(
+    served: tuple[str, Repository], tmp_path: Path
+) -> None:
+    mirror, _ = served
+    assert fetch([made_up_source()], tmp_path, mirror=mirror)[0].ok
+    (tmp_path / "signal" / "example" / "r1.json").write_text("edited")
+    [result] = fetch([made_up_source()], tmp_path, mirror=mirror)
+    assert not result.ok and "r1.json: changed since it was fetched" in result.line
+    assert (tmp_path / "signal" / "example" / "r1.json").read_text() == "edited"
+
+
+def test_the_command_exits_1_with_one_line_per_failed_source_and_no_traceback(
+    served: tuple[str, Repository], tmp_path: Path
+) -> None:
+    mirror, repository = served
+    del repository.files["out/output.jsonl"]
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(manifest_text([made_up_source("signal/broken"), made_up_source("other")]))
+    assert [s.name for s in load_manifest(manifest)] == ["signal/broken", "other"]
+    command = [sys.executable, "-m", "rb_otel.datasets", "fetch", "--manifest", str(manifest), "--mirror", mirror]
+    done = subprocess.run(
+        [*command, "--into", str(tmp_path / "data")], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    failures = [line for line in done.stderr.splitlines() if "HTTP 404" in line]
+    assert len(failures) == 2 and all("out/output.jsonl" in line for line in failures)
+    unknown = subprocess.run([*command, "--source", "nope"], capture_output=True, text=True, timeout=60, check=False)
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "unknown source nope" in unknown.stderr
+
+
+def test_the_shipped_manifest_describes_every_source_of_the_shared_data_readme() -> None:
+    sources = {s.name: s for s in load_manifest()}
+    assert set(sources) == {
+        "io_harness", "openhands", "swe_agent", "tau_bench", "signal/tau2_grok", "signal/tau2_gpt41_sierra",
+        "signal/tau2_gpt41sft_sierra", "signal/tau2_sonnet45_aide", "signal/tau2_ironshell",
+        "signal/tau2_toolorchestra", "signal/tau2_whissle", "signal/mini_swe_agent_gemini3pro",
+        "signal/msa_gpt5fam_cam", "signal/msa2_deepseek_verified",
+    }  # fmt: skip
+    for source in sources.values():
+        assert source.files and all(len(f.sha256) == 64 for f in source.files)
+        assert not any(f.path == "labels.csv" for f in source.files)  # the curator's, not the origin's
+    assert sum(f.path.endswith(".traj.json") for f in sources["signal/mini_swe_agent_gemini3pro"].files) == 500

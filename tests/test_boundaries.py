@@ -91,9 +91,13 @@ def test_io_harness_commits_the_last_row_of_a_step(tmp_path: Path) -> None:
     from test_importers import make_store
 
     path = tmp_path / "store.sqlite3"
-    make_store(path)  # step 2 of run 1 has three rows: 'spawn', 'retry 1 after a 503', then 'spawned two'
+    make_store(path)  # step 2 of run 1 has three rows: a first attempt, a retry after a 503, the committed one
     [run] = replay(path)
-    assert [e.thought_preview for e in run.steps] == ["wrote a.txt", "spawned two", "done"]
+    assert [e.thought_preview for e in run.steps] == [
+        "wrote docs/dry-run.md",
+        "spawned the test writer",
+        "wrote the flag",
+    ]
 
 
 # -- what validation accepts, on its edges -------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,8 +14,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from components import data_path, free_port
+from components import free_port
 from conftest import Otel
+from format_fixtures import io_harness_store
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -129,8 +129,7 @@ def test_an_empty_input_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_an_io_harness_store_is_read_without_leaving_files(tmp_path: Path) -> None:
-    store = tmp_path / "store.sqlite3"
-    shutil.copy(data_path("io_harness/store-0.22.0_populated.sqlite3"), store)
+    store = io_harness_store("handwritten_store_0_22.sql", tmp_path / "store.sqlite3")
     store.chmod(0o444)
     before = sorted(p.name for p in tmp_path.iterdir())
     results = replay(store)

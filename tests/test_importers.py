@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 from components import data_path
 from conftest import Otel
+from format_fixtures import io_harness_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
@@ -232,36 +232,8 @@ def test_large_jsonl_is_streamed_with_bounded_memory(tmp_path: Path) -> None:
 
 
 def make_store(path: Path) -> None:
-    db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE runs (id INTEGER PRIMARY KEY, goal TEXT NOT NULL, file TEXT NOT NULL, outcome TEXT,
-                           provider TEXT, parent_run_id INTEGER, depth INTEGER NOT NULL DEFAULT 0,
-                           status TEXT NOT NULL DEFAULT 'running', started_at TEXT);
-        CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, step INTEGER NOT NULL,
-                            decision TEXT NOT NULL, result TEXT NOT NULL, prompt TEXT NOT NULL DEFAULT '',
-                            tool_call TEXT NOT NULL DEFAULT '', tokens INTEGER NOT NULL DEFAULT 0);
-        CREATE TABLE spawns (id INTEGER PRIMARY KEY, parent_run_id INTEGER NOT NULL, step INTEGER NOT NULL,
-                             child_run_id INTEGER NOT NULL, goal TEXT NOT NULL, verify_file TEXT NOT NULL,
-                             needle TEXT NOT NULL, max_steps INTEGER, deny_write TEXT NOT NULL DEFAULT '[]');
-        CREATE TABLE run_outcomes (run_id INTEGER PRIMARY KEY, outcome TEXT NOT NULL, success INTEGER NOT NULL,
-                                   steps INTEGER NOT NULL, tokens INTEGER NOT NULL, duration_ms INTEGER,
-                                   finished_at TEXT NOT NULL);
-        INSERT INTO runs VALUES (1, 'parent goal', '/w', 'success', 'p', NULL, 0, 'completed', '2026-01-01T00:00:00Z');
-        INSERT INTO runs VALUES (2, 'child goal', '/w', 'verification_failed', 'p', 1, 1, 'completed',
-                                 '2026-01-01T00:00:01Z');
-        INSERT INTO steps (run_id, step, decision, result, tool_call, tokens) VALUES
-            (1, 1, 'wrote a.txt', 'ok', 'write_file:{"content":"A | B","path":"a.txt"}', 500),
-            (1, 2, 'spawn', '', 'spawn_agent:{"goal":"x"} | spawn_agent:{"goal":"y"}', 300),
-            (1, 2, 'retry 1 after a 503', '', '', 0),
-            (1, 2, 'spawned two', 'ok', '{"name":"spawn_agent","arguments":{"goal":"z"}}', 480),
-            (1, 4, 'done', 'ok', '{"content":"B","path":"b.txt"}', 20),
-            (2, 1, 'child step', 'ok', 'garbage that does not parse', 7);
-        INSERT INTO spawns (parent_run_id, step, child_run_id, goal, verify_file, needle)
-            VALUES (1, 2, 2, 'child goal', 'f', 'n');
-        INSERT INTO run_outcomes VALUES (1, 'success', 1, 4, 1300, 4000, '2026-01-01T00:00:04Z');
-    """)
-    db.commit()
-    db.close()
+    """The hand-written 0.22 store (tests/fixtures/formats/io_harness/handwritten_store_0_22.sql) at ``path``."""
+    io_harness_store("handwritten_store_0_22.sql", path)
 
 
 def test_io_harness_retries_children_and_summary(otel: Otel, tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from components import data_path
 from conftest import Otel
+from format_fixtures import fixture
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -109,7 +109,7 @@ def test_a_replay_never_touches_the_tracer_live_runs_use(otel: Otel) -> None:
 
     thread = threading.Thread(target=live)
     thread.start()
-    record = data_path("tau_bench/gpt-4o-airline_task13_trial0_reward0.json")
+    record = fixture("tau_bench/handwritten_single_run_loopy.json")
     try:
         first = [r.trace_id for r in replay(record, tracer_provider=otel.tracer_provider)]
         second = [r.trace_id for r in replay(record, tracer_provider=otel.tracer_provider)]

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from components import data_path, signal_source
+from components import signal_source
 from conftest import Otel
+from format_fixtures import fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
@@ -131,10 +132,7 @@ def test_mini_swe_agent_malformed_top_level(tmp_path: Path) -> None:
 
 
 def test_tau_bench_results_list_skips_a_malformed_element(tmp_path: Path, otel: Otel) -> None:
-    runs = [
-        json.loads((data_path("tau_bench") / name).read_text())
-        for name in sorted(p.name for p in data_path("tau_bench").glob("*.json"))
-    ]
+    runs = json.loads(fixture("tau_bench/handwritten_results.json").read_text())
     path = tmp_path / "results.json"
     path.write_text(json.dumps([runs[0], {"task_id": 1, "reward": "x", "traj": []}, runs[1]]))
     assert detect(path) == "tau_bench"
@@ -648,7 +646,7 @@ def test_mini_swe_agent_fields_match_the_raw_record(signal_data: dict[str, Path]
 def test_tau_bench_fields_match_the_raw_record(tmp_path: Path) -> None:
     from rb_otel.importers.formats import tau_bench
 
-    raw = [json.loads(p.read_text()) for p in sorted(data_path("tau_bench").glob("*.json"))]
+    raw = json.loads(fixture("tau_bench/handwritten_results.json").read_text())
     path = tmp_path / "results.json"
     path.write_text(json.dumps(raw))
     runs = list(tau_bench.read(path, []))

@@ -24,6 +24,7 @@ from rb_otel.steering.emitters import FanOutEmitter
 from rb_otel.steering.etraces.store import PatternStore
 from rb_otel.steering.injections import BaseInjection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
+from rb_otel.steering.pilot.kinds import checked_kind
 from rb_otel.steering.routing import parse_model_routing, routing_ids
 from rb_otel.steering.scoring import Scorer
 from rb_otel.steering.scoring import score_step as _score_step
@@ -59,8 +60,10 @@ class ReasonBlocks(AdapterMethods):
       ``e_traces_enabled``, ``monitor_weights``, ``monitor_backend``, ``pattern_store``.
     * **scoring**: ``scorer`` (``"heuristic"``, the default; ``"pilot"``; a ``Scorer``; a ``fn(thought)`` or
       ``fn(step, steps_so_far)``); with the pilot, ``pilot_model`` (a file ``rb-otel train`` wrote; default: the
-      shipped pilot) and ``baselines`` (``sqlite:///path.db``, ``redis://host:port/db``; default
-      ``RB_OTEL_PILOT_BASELINES``, else memory; ``docs/fleet.md``).
+      pilot of the run's kind of agent), ``agent_kind`` (``"coding"`` or ``"customer_service"``; default: inferred
+      per run from the agent's tools, a shell or file-editing tool meaning coding; recorded as ``rb.agent.kind``)
+      and ``baselines`` (``sqlite:///path.db``, ``redis://host:port/db``; default ``RB_OTEL_PILOT_BASELINES``, else
+      memory; ``docs/fleet.md``).
     * **telemetry**: ``tracer_provider``, ``meter_provider``, ``logger_provider`` (else the global ones),
       ``capture_content`` (else ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``), ``telemetry_enabled``
       (``False``: nothing is exported, steering is unchanged), ``telemetry_batch_window`` (a run stepping faster
@@ -97,6 +100,7 @@ class ReasonBlocks(AdapterMethods):
         scorer: str | Scorer | Callable[..., float] | None = None,
         pilot_model: str | Path | None = None,
         baselines: str | Path | BaselineCache | None = None,
+        agent_kind: str | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         logger_provider: Any = None,
@@ -138,6 +142,7 @@ class ReasonBlocks(AdapterMethods):
         self.task_profile = task_profile
         self.monitor_weights = dict(monitor_weights) if monitor_weights else None
         self._connect(base_url, export_runs_to_api, monitor_backend, pattern_store)
+        self.agent_kind = checked_kind(agent_kind)
         self._resolve_scoring(scorer, fsm_thresholds, baselines, pilot_model)
         self.telemetry = Telemetry(
             tracer_provider=tracer_provider,
@@ -174,7 +179,7 @@ class ReasonBlocks(AdapterMethods):
         pilot_model: str | Path | None,
     ) -> None:
         """The scorer every run shares, its name, the text scorer and the FSM (``facade/scoring.py``)."""
-        scoring = resolve_scoring(scorer, fsm_thresholds, baselines, pilot_model)
+        scoring = resolve_scoring(scorer, fsm_thresholds, baselines, pilot_model, self.agent_kind)
         self.scorer, self.score_fn, self.scorer_name = scoring.scorer, scoring.score_fn, scoring.scorer_name
         self.fsm, self._per_run_fsm = scoring.fsm, scoring.per_run_fsm
 
@@ -187,6 +192,8 @@ class ReasonBlocks(AdapterMethods):
             scorer_name=self.scorer_name,
             model_routing=self.model_routing,
             routing_ids=routing_ids(self.model_routing),
+            agent_kind=self.agent_kind,
+            scorer_name_for=self.scorer.name_for if isinstance(self.scorer, PilotScorer) else None,
         )
         self._langchain_router: Any = None
         self._forced_runs: RunFactory | None = None
@@ -260,6 +267,7 @@ class ReasonBlocks(AdapterMethods):
         ``steer=False`` (an experiment's ``off`` arm) scores every step and moves the FSM, but injects nothing
         and routes nowhere."""
         metadata = {"task_profile": self.task_profile, **dict(run_metadata or {})}
+        kind = str(metadata.pop("agent_kind", "") or self.agent_kind or "")
         agent = (
             agent_key(str(metadata.get("agent_name") or ""), str(metadata.get("model") or ""))
             if isinstance(self.scorer, PilotScorer)
@@ -283,6 +291,7 @@ class ReasonBlocks(AdapterMethods):
             step_budget_s=self.steering_budget_s if self.client is not None else None,
             scorer=self.scorer,
             agent=agent,
+            agent_kind=kind,
         )
 
     def _with_api_events(self, emitter: StepEmitter | None) -> StepEmitter | None:

@@ -34,6 +34,7 @@ def resolve_scoring(
     fsm_thresholds: Mapping[str, Any] | None,
     baselines: str | Path | BaselineCache | None,
     pilot_model: str | Path | None,
+    agent_kind: str | None = None,
 ) -> Scoring:
     """Resolve the scoring arguments once; ``ValueError`` for ``baselines=`` or ``pilot_model=`` without the pilot.
 
@@ -47,7 +48,7 @@ def resolve_scoring(
         raise ValueError(f"pilot_model= is a model for scorer='pilot' (rb-otel train's file), not scorer={scorer!r}")
     shared: Scorer | None
     if scorer == "pilot":
-        shared = PilotScorer(model=pilot_model, baselines=baselines)
+        shared = PilotScorer(model=pilot_model, baselines=baselines, agent_kind=agent_kind)
     else:
         shared = None if scorer in (None, "heuristic") else resolve_scorer(scorer)
     text_fn: Callable[[str], float] = score_step

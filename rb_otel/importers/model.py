@@ -99,6 +99,9 @@ class ImportedRun:
     # What folds and bootstrap intervals keep together: runs sharing a user scenario or a task ("": the task id).
     group_id: str = ""
     model: str = ""  # the agent's model, when the whole run used one
+    # The harness that ran the agent, with its major version where it matters ("tau2 llm_agent", "mini-swe-agent 1"):
+    # with the model, what makes an agent for training and holding out ("" when the format does not say).
+    harness: str = ""
     outcome: str = "success"
     start: float | None = None
     end: float | None = None

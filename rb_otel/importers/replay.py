@@ -33,6 +33,7 @@ from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, Re
 from rb_otel.steering.agent_keys import agent_key
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
+from rb_otel.steering.pilot.kinds import infer_agent_kind
 from rb_otel.steering.scoring import HeuristicScorer, Scorer, resolve_scorer, score_step
 from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
@@ -201,7 +202,16 @@ class _RunTally:
             self.monitor_scores.append(dict(evaluation.scores) if evaluation is not None else {})
 
 
-def _run_info(run: ImportedRun, scorer: Scorer | None) -> RunInfo:
+def run_kind(run: ImportedRun) -> str:
+    """A recorded run's kind of agent, by the rule a live run's is inferred by
+    (:func:`~rb_otel.steering.pilot.kinds.infer_agent_kind`), from the tools its steps called; ``""`` for a run
+    whose steps are streamed (not known before they are read)."""
+    if not isinstance(run.steps, list):
+        return ""
+    return infer_agent_kind(t.name for step in run.steps for t in step.tools if t.name)
+
+
+def _run_info(run: ImportedRun, scorer: Scorer | None, kind: str) -> RunInfo:
     fields = RunFields(
         agent_name=run.agent_name,
         framework=str(run.attributes.get(n.RB_FRAMEWORK, run.source)),
@@ -217,7 +227,8 @@ def _run_info(run: ImportedRun, scorer: Scorer | None) -> RunInfo:
         metadata=metadata,
         source=run.source,
         synthetic_timing=run.synthetic_timing,
-        scorer=scorer.name if scorer is not None else "",
+        scorer="" if scorer is None else scorer.name_for(kind) if isinstance(scorer, PilotScorer) else scorer.name,
+        agent_kind=kind if isinstance(scorer, PilotScorer) else "",
     )
 
 
@@ -236,13 +247,14 @@ class _Replayer:
             return self._run(run, parent)
 
     def _run(self, run: ImportedRun, parent: RunRecorder | None) -> ReplayResult:
-        recorder = self.telemetry.run(_run_info(run, self.scorer), parent=parent, new_trace=parent is None)
+        kind = run_kind(run)
+        recorder = self.telemetry.run(_run_info(run, self.scorer, kind), parent=parent, new_trace=parent is None)
         steps = iter(run.steps)
         first = next(steps, None)
         base = run.start if run.start is not None else (first.timestamp if first and first.timestamp else time.time())
         recorder.run_start(run.run_id, {}, start_time=base)
         recorder.set_run_attributes({k: v for k, v in run.attributes.items() if not k.startswith(n.RB_METADATA_PREFIX)})
-        session = self._session(run) if self.scorer is not None else None
+        session = self._session(run, kind) if self.scorer is not None else None
         tally = _RunTally(self.keep_steps)
         clock = base
         for step in itertools.chain([first] if first else [], steps):
@@ -283,7 +295,7 @@ class _Replayer:
             earlier_runs=earlier.runs if earlier is not None else None,
         )
 
-    def _session(self, run: ImportedRun) -> SteeringSession:
+    def _session(self, run: ImportedRun, kind: str) -> SteeringSession:
         pilot = isinstance(self.scorer, PilotScorer)
         return SteeringSession(
             score_fn=score_step,
@@ -295,6 +307,7 @@ class _Replayer:
             # The heuristic keeps its documented text path (score_fn), exactly as a live default run.
             scorer=None if isinstance(self.scorer, HeuristicScorer) else self.scorer,
             agent=agent_key(run.agent_name, run.model),
+            agent_kind=kind,
         )
 
     def _step(

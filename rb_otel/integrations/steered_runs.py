@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rb_otel._version import __version__
+from rb_otel.steering.pilot.kinds import infer_agent_kind
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.telemetry import RunInfo, RunRecorder, Telemetry
 from rb_otel.types import ExperimentArm, FSMState, RunFields
@@ -77,10 +78,14 @@ class RunFactory:
         scorer_name: str,
         model_routing: Mapping[FSMState, Any],
         routing_ids: Mapping[FSMState, str],
+        agent_kind: str | None = None,
+        scorer_name_for: Callable[[str], str] | None = None,
     ) -> None:
         self.telemetry = telemetry
         self.task_profile = task_profile
         self.scorer_name = scorer_name
+        self.agent_kind = agent_kind
+        self._scorer_name_for = scorer_name_for
         self.model_routing = dict(model_routing)
         self.routing_ids = dict(routing_ids)
         self._new_session = new_session
@@ -106,9 +111,11 @@ class RunFactory:
         experiment: ExperimentArm | None = None,
         steer: bool = True,
         links: Sequence[str] = (),
+        tools: Iterable[str] | None = None,
     ) -> SteeredRun:
         """A new run (its span opens when the session starts): ``run_id`` or a fresh UUID names it; ``links``
-        are the earlier parts of a run resumed in this process (their ``RunRecorder.part_id``).
+        are the earlier parts of a run resumed in this process (their ``RunRecorder.part_id``); ``tools`` are the
+        names of the agent's tools when the adapter knows them (:meth:`kind_of`).
 
         In an ``experiment``'s ``off`` arm the session scores and records but steers nothing (no guidance, no
         routing); the experiment, arm and unit are stamped after the caller's ``metadata``, so it cannot relabel
@@ -124,26 +131,40 @@ class RunFactory:
                 assignment_unit=experiment.unit,
                 rb_version=__version__,
             )
+        kind = self.kind_of(tools)
         info = RunInfo(
             run_id=key,
             fields=fields,
             task_profile=self.task_profile,
             conversation_id=conversation_id,
             metadata={k: v for k, v in extras.items() if k not in EXPERIMENT_KEYS},  # the span has its own
-            scorer=self.scorer_name,
+            scorer=self._scorer_name_for(kind) if self._scorer_name_for is not None else self.scorer_name,
             experiment=experiment,
+            agent_kind=kind,
         )
         recorder = self.telemetry.run(info, links=links)
         steer = steer and (experiment is None or experiment.arm == "on")
         session = self._new_session(
             run_id=key,
             emitter=recorder,
-            run_metadata={**fields.as_dict(), "task_profile": self.task_profile, "metadata": extras},
+            run_metadata={
+                **fields.as_dict(),
+                "task_profile": self.task_profile,
+                "metadata": extras,
+                "agent_kind": kind,
+            },
             routing_ids=self.routing_ids if routing_ids is None else routing_ids,
             steer=steer,
         )
         _RECORDERS[session] = recorder
         return SteeredRun(session, recorder)
+
+    def kind_of(self, tools: Iterable[str] | None) -> str:
+        """A run's kind of agent: the configured ``agent_kind``, else the one its tools say
+        (:func:`~rb_otel.steering.pilot.kinds.infer_agent_kind`), else ``""`` (not known: the generic pilot)."""
+        if self.agent_kind:
+            return self.agent_kind
+        return infer_agent_kind(tools) if tools is not None else ""
 
     def with_telemetry(self, telemetry: Telemetry) -> RunFactory:
         """The same configuration recording to ``telemetry`` (experiments force telemetry on in both arms)."""
@@ -154,6 +175,8 @@ class RunFactory:
             scorer_name=self.scorer_name,
             model_routing=self.model_routing,
             routing_ids=self.routing_ids,
+            agent_kind=self.agent_kind,
+            scorer_name_for=self._scorer_name_for,
         )
 
     def resume(self, run: SteeredRun, *, start_time: float | None = None) -> None:

@@ -51,10 +51,11 @@ class SteeringSession:
     result counts as 0.5 and an out-of-range one is clamped (both logged); a non-number raises ``TypeError``.
     ``scorer`` (``"heuristic"``, ``"pilot"``, a :class:`~rb_otel.steering.scoring.Scorer` or a callable) replaces
     ``score_fn`` with one that sees the whole step and the run so far; ``agent`` keys the scorer's per-agent
-    baseline (the pilot's). With ``fsm=None`` the FSM is the scorer's preset for this run (``fsm_thresholds()`` on
-    its run scorer), else ReasonBlocks' defaults. The scorer's run risk is reported to the emitter at the end
-    (``run_finish(risk=...)``). ``model_routing`` maps FSM states to model ids; the session only reports
-    ``model_override``, the integration swaps the model.
+    baseline (the pilot's) and ``agent_kind`` (``"coding"``, ``"customer_service"``, ``""``: unknown) picks the
+    pilot's default model for the kind of agent. With ``fsm=None`` the FSM is the scorer's preset for this run
+    (``fsm_thresholds()`` on its run scorer), else ReasonBlocks' defaults. The scorer's run risk is reported to the
+    emitter at the end (``run_finish(risk=...)``). ``model_routing`` maps FSM states to model ids; the session only
+    reports ``model_override``, the integration swaps the model.
     """
 
     def __init__(
@@ -71,6 +72,7 @@ class SteeringSession:
         step_budget_s: float | None = None,
         scorer: str | Scorer | Callable[..., float] | None = None,
         agent: str = "",
+        agent_kind: str = "",
     ) -> None:
         if not callable(score_fn):
             raise TypeError("score_fn must be callable")
@@ -84,8 +86,13 @@ class SteeringSession:
         if step_budget_s is not None and not step_budget_s > 0:
             raise ValueError(f"step_budget_s must be positive, got {step_budget_s!r}")
         self.step_budget_s = step_budget_s
+        self.agent_kind = agent_kind
         self._scoring = StepScoring(
-            score_fn, scorer, agent=agent, task_id=str((run_metadata or {}).get("task_id", "") or "")
+            score_fn,
+            scorer,
+            agent=agent,
+            task_id=str((run_metadata or {}).get("task_id", "") or ""),
+            kind=agent_kind,
         )
         if fsm is None:
             # No FSM given: the scorer's preset for this run when it has one (the pilot's is relative to the

@@ -41,6 +41,7 @@ class RunInfo:
     synthetic_timing: bool = False
     scorer: str = "heuristic"  # what produces rb.difficulty on this run's chat spans (rb.scorer)
     experiment: ExperimentArm | None = None
+    agent_kind: str = ""  # the kind of agent the pilot's default was chosen for (rb.agent.kind); "" not known
 
     @property
     def agent_name(self) -> str:
@@ -67,6 +68,8 @@ class RunInfo:
         for key, value in self.metadata.items():
             if isinstance(value, str | bool | int | float):
                 attrs[n.RB_METADATA_PREFIX + str(key)] = value
+        if self.agent_kind:
+            attrs[n.RB_AGENT_KIND] = self.agent_kind
         if self.source:
             attrs[n.RB_SOURCE] = self.source
         if self.synthetic_timing:

@@ -47,6 +47,9 @@ SERVER_ADDRESS: Final = "server.address"
 RB_RUN_ID: Final = "rb.run_id"
 RB_FRAMEWORK: Final = "rb.framework"
 RB_TASK_PROFILE: Final = "rb.task_profile"
+#: The kind of agent a run is (``coding``, ``customer_service``): named by the user or inferred from its tools; the
+#: pilot's default model is chosen by it. Absent when not known.
+RB_AGENT_KIND: Final = "rb.agent.kind"
 RB_CODEBASE_ID: Final = "rb.codebase_id"
 RB_ORG_ID: Final = "rb.org_id"
 RB_PROJECT_ID: Final = "rb.project_id"

@@ -21,7 +21,15 @@ from rb_otel.evaluation.metrics import auroc
 from rb_otel.training.features import PrefixData
 from rb_otel.training.fit import CANDIDATES, Candidate, fit_candidate
 
-__all__ = ["OutOfFold", "early_step", "grouped_folds", "nested_out_of_fold", "out_of_fold", "select"]
+__all__ = [
+    "OutOfFold",
+    "early_step",
+    "grouped_folds",
+    "nested_out_of_fold",
+    "out_of_fold",
+    "select",
+    "select_for_transfer",
+]
 
 
 def grouped_folds(groups: Sequence[str], k: int, seed: int) -> NDArray[np.int64]:
@@ -110,6 +118,32 @@ def select(
     if folds is None:
         folds = grouped_folds([data.runs[r].group for r in runs], k, seed)
     scores = {c.name: criterion(data, runs, out_of_fold(data, runs, folds, c, fit=fit)) for c in CANDIDATES}
+    best = max(CANDIDATES, key=lambda c: (round(scores[c.name], 3), -CANDIDATES.index(c)))
+    return best, scores
+
+
+def select_for_transfer(
+    data: PrefixData,
+    runs: Sequence[int],
+    agents: Sequence[str],
+    folds: NDArray[np.int64],
+    *,
+    fit: Callable[..., Any] = fit_candidate,
+) -> tuple[Candidate, dict[str, float]]:
+    """The candidate that transfers best to an agent it did not see: ``folds`` keep each agent (``agents``, one per
+    run of ``runs``) on one side, and the criterion (:func:`criterion`) is computed *per agent* on its out-of-fold
+    scores, then the median over the agents is what is maximised (ties: the simpler one). A pooled criterion would
+    reward ranking agents against each other, which says nothing of ranking one agent's runs."""
+    runs = list(runs)
+    by_agent: dict[str, list[int]] = {}
+    for r, agent in zip(runs, agents, strict=True):
+        by_agent.setdefault(agent, []).append(r)
+    judged = [rs for rs in by_agent.values() if len({data.runs[r].failed for r in rs}) == 2]
+    scores = {}
+    for candidate in CANDIDATES:
+        logits = out_of_fold(data, runs, folds, candidate, fit=fit)
+        per_agent = [criterion(data, rs, logits) for rs in judged]
+        scores[candidate.name] = float(np.median(per_agent)) if per_agent else -1.0
     best = max(CANDIDATES, key=lambda c: (round(scores[c.name], 3), -CANDIDATES.index(c)))
     return best, scores
 

@@ -28,10 +28,11 @@ from rb_otel.importers.detect import FORMATS, detect, input_files
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.importers.replay import READERS
-from rb_otel.steering.agent_keys import agent_key
+from rb_otel.steering.agent_keys import agent_key, normalise_model
+from rb_otel.steering.pilot.kinds import infer_agent_kind
 from rb_otel.steering.scoring import ScorerStep
 
-__all__ = ["Dataset", "LabelledRun", "failed_of", "grouped", "read_dataset", "task_family"]
+__all__ = ["Dataset", "LabelledRun", "agent_unit", "failed_of", "grouped", "read_dataset", "task_family"]
 
 
 @dataclass(slots=True)
@@ -47,6 +48,25 @@ class LabelledRun:
     prompt_tokens: list[int]  # the largest prompt (else call) in tokens so far, per step
     tokens: list[int]  # tokens of each step's call
     family: str = ""  # the task up to its domain's variant (the grouping rule)
+    harness: str = ""  # what ran the agent (ImportedRun.harness; else its name up to a domain suffix)
+    model: str = ""  # the agent's model, normalised
+
+    @property
+    def kind(self) -> str:
+        """The run's kind of agent (:func:`~rb_otel.steering.pilot.kinds.infer_agent_kind` of the tools it
+        called)."""
+        return infer_agent_kind({s.action for s in self.steps if s.action})
+
+
+def agent_unit(run: LabelledRun) -> str:
+    """The agent a run belongs to for training and holding out: its harness and its model (``"harness|model"``).
+    The same model in two harnesses is two agents; one model's runs on several domains, on policy variants or at
+    several reasoning efforts in one harness are one. Runs whose importer names no harness fall back to the model
+    part of their agent key."""
+    if run.harness or run.model:
+        return f"{run.harness}|{run.model}"
+    _, bar, model = run.agent.rpartition("|")
+    return model if bar and model else run.agent
 
 
 @dataclass(slots=True)
@@ -178,4 +198,6 @@ def _labelled(run: ImportedRun, labels: Labels | None, data: Dataset) -> Labelle
         prompt_tokens=prompt,
         tokens=tokens,
         family=task_family(run.task_id),
+        harness=run.harness or run.agent_name.split(":", 1)[0],
+        model=normalise_model(run.model),
     )

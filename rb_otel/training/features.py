@@ -23,7 +23,7 @@ from rb_otel.steering.pilot.baselines import MAX_RUNS, RATES
 from rb_otel.steering.pilot.text import bucket, text_value
 from rb_otel.training.dataset import LabelledRun
 
-__all__ = ["PrefixData", "extract", "prior_of"]
+__all__ = ["PrefixData", "agent_balanced", "extract", "prior_of"]
 
 
 @dataclass(slots=True)
@@ -37,6 +37,9 @@ class PrefixData:
     run: NDArray[np.int64]
     step: NDArray[np.int64]
     _text: dict[tuple[int, str], Any] = field(default_factory=dict)
+    #: Each run's weight in a fit (``None``: every run weighs the same); :func:`agent_balanced` makes every agent
+    #: weigh the same, so that one agent with many runs does not make the fit its own.
+    run_weight: NDArray[np.float64] | None = None
 
     @property
     def failed(self) -> NDArray[np.float64]:
@@ -122,3 +125,12 @@ def extract(runs: list[LabelledRun], prior: dict[str, float]) -> PrefixData:
     if not np.isfinite(matrix).all():
         matrix = np.nan_to_num(matrix, nan=0.0, posinf=0.0, neginf=0.0)
     return PrefixData(runs, matrix, tokens, np.array(run_index, dtype=np.int64), np.array(steps, dtype=np.int64))
+
+
+def agent_balanced(runs: Sequence[LabelledRun], unit: Any) -> NDArray[np.float64]:
+    """Run weights under which every agent (``unit(run)``) weighs the same in total, and the weights add up to
+    the number of runs."""
+    units = [unit(r) for r in runs]
+    counts = Counter(units)
+    share = len(runs) / len(counts)
+    return np.array([share / counts[u] for u in units], dtype=np.float64)

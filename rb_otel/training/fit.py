@@ -52,7 +52,11 @@ TOTALS = ("overrun_steps", "overrun_chars", "overrun_context", "overrun_hedges",
           "beyond_steps", "beyond_chars", "beyond_context", "size_chars", "size_context", "size_steps")  # fmt: skip
 #: The size and rate features without the progress signals (what "size" meant before they were added).
 SIZE = tuple(f for f in FEATURES if f not in PROGRESS_FEATURES)
+#: The same-prefix size signals alone: what a fit must at least match (docs/signal.md, "Never below a size
+#: baseline"); the family a choice for transfer falls back to when nothing else beats it on unseen agents.
+SAME_PREFIX_SIZE = ("size_steps", "size_chars", "size_context")
 CANDIDATES = (
+    Candidate("same-prefix size", dense=SAME_PREFIX_SIZE),
     Candidate("size totals", dense=TOTALS),
     Candidate("size", dense=SIZE),
     Candidate("size + progress"),
@@ -88,8 +92,12 @@ class Fitted:
 
 
 def _row_weights(data: PrefixData, rows: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """Each row's weight: its run's weight (1, or ``data.run_weight``) shared among the run's rows."""
     per_run = np.bincount(data.run[rows], minlength=len(data.runs)).astype(np.float64)
-    return np.asarray(1.0 / per_run[data.run[rows]], dtype=np.float64)
+    weights = 1.0 / per_run[data.run[rows]]
+    if data.run_weight is not None:
+        weights = weights * data.run_weight[data.run[rows]]
+    return np.asarray(weights, dtype=np.float64)
 
 
 def _learnable_buckets(data: PrefixData, rows: NDArray[np.bool_], matrix: object) -> NDArray[np.int64]:

@@ -34,15 +34,17 @@ from numpy.typing import NDArray
 
 from rb_otel.evaluation.metrics import auroc, wilson_upper
 from rb_otel.steering.fsm import DifficultyFSM
-from rb_otel.training.cv import grouped_folds, out_of_fold, select
-from rb_otel.training.dataset import LabelledRun
-from rb_otel.training.features import PrefixData, extract, prior_of
+from rb_otel.steering.pilot.kinds import infer_agent_kind
+from rb_otel.training.cv import grouped_folds, out_of_fold, select, select_for_transfer
+from rb_otel.training.dataset import LabelledRun, agent_unit
+from rb_otel.training.features import PrefixData, agent_balanced, extract, prior_of
 from rb_otel.training.fit import fit_candidate
 from rb_otel.training.relative_skip import choose_relative_skip, relative_stops
 from rb_otel.training.thresholds import MIN_USEFUL_STOPS, SKIP_OFF, choose_fsm, fsm_states
 
 __all__ = [
     "EARLY_STEP",
+    "MIN_EACH_OUTCOME",
     "MIN_SUCCESSFUL",
     "HeldOutAgent",
     "HeldOutReport",
@@ -51,34 +53,22 @@ __all__ = [
     "tokens_after_last_change",
 ]
 
-#: The early step every held-out figure is read at (the issue's "step 10"; shorter runs are not still going).
+#: The early step every held-out figure is read at ("step 10"; shorter runs are not still going).
 EARLY_STEP = 10
+#: An agent is held out only with at least this many runs of each outcome (fewer cannot rank a fit's scores).
+MIN_EACH_OUTCOME = 20
+#: A held-out agent's fit needs at least this many training runs.
+MIN_TRAINING_RUNS = 20
 #: A held-out agent with fewer successful runs than this cannot show a false-stop bound within 2%
 #: (Wilson z = 1 with no false stop: 1 / (n + 1)), so it does not decide whether SKIP holds.
 MIN_SUCCESSFUL = 50
 _THRESHOLD_FOLDS = 5  # the training side's out-of-fold scores the thresholds are chosen on
 
 
-#: An agent whose calls are mostly shell or editor commands is a coding agent; any other, a tool-use agent (a
-#: customer-service agent calling its domain's tools).
-CODING, TOOL_USE = "coding", "tool use"
-
-
 def agent_kind(runs: Sequence[LabelledRun]) -> str:
-    """:data:`CODING` when at least half of the runs' calls are shell or editor commands, else :data:`TOOL_USE`:
-    the kind of agent a pilot is fitted for (the defaults are per kind), from what the agent did, label-free."""
-    from rb_otel.steering.pilot.progress import is_shell
-
-    calls = [s for r in runs for s in r.steps if s.action is not None]
-    coding = sum(is_shell(s.action or "", s.action_input or "") or "editor" in (s.action or "") for s in calls)
-    return CODING if calls and coding >= len(calls) / 2 else TOOL_USE
-
-
-def agent_unit(run: LabelledRun) -> str:
-    """The agent a run belongs to for holding out: the model part of its agent key (``name|model``), so one
-    model's runs on a domain and its policy variants are one agent; the whole key when it names no model."""
-    _, bar, model = run.agent.rpartition("|")
-    return model if bar and model else run.agent
+    """The kind of agent ``runs`` come from (:mod:`rb_otel.steering.pilot.kinds`): coding when the tools its runs
+    called include a shell or a file editor, else customer service. Label-free: what the agent did."""
+    return infer_agent_kind({s.action for r in runs for s in r.steps if s.action})
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +198,35 @@ class HeldOutReport:
             return f"no held-out agent has {MIN_SUCCESSFUL} successful runs to judge a false-stop bound by"
         return "; ".join(f"{a.agent}: {a.skip.why}" for a in self.judged if not a.skip.holds)
 
+    def summary(self, *, early: bool, min_runs: int = 0) -> dict[str, Any]:
+        """The median and the worst held-out agent (of those with at least ``min_runs`` runs): the fit's margin over
+        the best size baseline oriented on the training agents, and over the best either way on the agent itself."""
+        chosen = [
+            a
+            for a in self.agents
+            if a.runs >= min_runs
+            and not math.isnan(a.early if early else a.last_step)
+            and not math.isnan(a.margin(early=early, either=True))
+        ]
+        out: dict[str, Any] = {"agents": len(chosen), "min_runs": min_runs}
+        for key, either in (("oriented", False), ("either_way", True)):
+            margins = sorted((a.margin(early=early, either=either), a.agent) for a in chosen)
+            out[key] = {  # None, not NaN, where there is no agent: a report compares equal to itself
+                "median_margin": float(np.median([m for m, _ in margins])) if margins else None,
+                "worst_margin": margins[0][0] if margins else None,
+                "worst_agent": margins[0][1] if margins else "",
+            }
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "method": "leave one agent out",
+            "summary": {
+                "early": self.summary(early=True),
+                "last_step": self.summary(early=False),
+                "early_100_runs": self.summary(early=True, min_runs=100),
+                "last_step_100_runs": self.summary(early=False, min_runs=100),
+            },
             "max_false_stops": self.max_false_stops,
             "keep_tasks_apart": self.keep_tasks_apart,
             "agents": [a.as_dict() for a in self.agents],
@@ -225,7 +241,7 @@ class HeldOutReport:
         for a in self.agents:
             best_last = max((b.oriented for b in a.last_baselines), default=float("nan"))
             best_early = max((b.oriented for b in a.early_baselines), default=float("nan"))
-            where = "of any kind" if a.across_kinds else f"of its kind, {a.kind}"
+            where = "of any kind" if a.across_kinds else f"of its kind, {a.kind.replace('_', ' ')}"
             out.append(
                 f"  {a.agent} ({a.runs} runs, {a.failed} failed; fitted on {a.training_runs} runs of "
                 f"{len(a.trained_on)} other agent(s) {where}, {a.family}): last step {a.last_step:.3f} vs size "
@@ -234,6 +250,16 @@ class HeldOutReport:
             )
         for agent, why in self.skipped.items():
             out.append(f"  {agent}: not held out ({why})")
+        for label, early in ((f"step {EARLY_STEP}", True), ("last step", False)):
+            summary = self.summary(early=early)
+            o, e = summary["oriented"], summary["either_way"]
+            if not summary["agents"]:
+                continue
+            out.append(
+                f"  {label}, {summary['agents']} held-out agents: median margin {o['median_margin']:+.3f} over the "
+                f"oriented size baselines (worst {o['worst_margin']:+.3f}, {o['worst_agent']}), "
+                f"{e['median_margin']:+.3f} either way (worst {e['worst_margin']:+.3f}, {e['worst_agent']})"
+            )
         out.append("SKIP holds its budget on the held-out agents" if self.skip_holds else
                    f"SKIP off: {self.why_skip_off()}")  # fmt: skip
         return out
@@ -302,13 +328,18 @@ def _skip_figures(held: Sequence[LabelledRun], stops: Sequence[int | None], on: 
     return SkipFigures(on, false_stops, len(ok), upper, share, len(bad), saved, holds, why)
 
 
+#: At most this many inner folds choose the family: training agents are dealt into them (largest first), so the
+#: choice costs the same with five training agents as with fifteen.
+INNER_AGENT_FOLDS = 4
+
+
 def _inner_folds(train: Sequence[LabelledRun], seed: int) -> NDArray[np.int64]:
-    """The inner folds the family is chosen by: one per training agent when there are two or more (so the choice
-    prefers what transfers to an agent it did not see), else grouped by task."""
+    """The inner folds the family is chosen by: the training agents dealt into at most :data:`INNER_AGENT_FOLDS`
+    folds, each agent whole in one (so the choice prefers what transfers to an agent it did not see), else, with
+    one training agent, grouped by task."""
     units = [agent_unit(r) for r in train]
-    names = sorted(set(units))
-    if len(names) >= 2:
-        return np.array([names.index(u) for u in units], dtype=np.int64)
+    if len(set(units)) >= 2:
+        return grouped_folds(units, min(INNER_AGENT_FOLDS, len(set(units))), seed)
     return grouped_folds([r.group for r in train], 3, seed)
 
 
@@ -325,8 +356,14 @@ def held_out_agent(
     test passes a recording one to check that no held-out run reaches it)."""
     prior = prior_of(train)
     data = extract(train, prior)
+    data.run_weight = agent_balanced(train, agent_unit)
     every = list(range(len(train)))
-    candidate, _ = select(data, every, folds=_inner_folds(train, seed), fit=fit)
+    inner = _inner_folds(train, seed)
+    units = [agent_unit(r) for r in train]
+    if len(set(units)) >= 2:
+        candidate, _ = select_for_transfer(data, every, units, inner, fit=fit)
+    else:
+        candidate, _ = select(data, every, folds=inner, fit=fit)
     model = fit(data, every, candidate)
     folds = grouped_folds([r.group for r in train], _THRESHOLD_FOLDS, seed)
     oof = _per_run(data, out_of_fold(data, every, folds, candidate, fit=fit))
@@ -336,7 +373,7 @@ def held_out_agent(
         max_false_stops=max_false_stops,
         failing=[p for p, r in zip(oof, train, strict=True) if r.failed],
     )
-    relative = choose_relative_skip(train, oof, fsm, max_false_stops)
+    relative = choose_relative_skip(train, oof, fsm, max_false_stops, unit=agent_unit, min_successful=MIN_SUCCESSFUL)
     scored = extract(held, prior)  # the live view: each run through PilotRun, the agent's baseline label-free
     probabilities = _per_run(scored, model.logits(scored))
     if relative is None:
@@ -372,39 +409,43 @@ def leave_one_agent_out(
     max_false_stops: float = 0.02,
     keep_tasks_apart: bool = False,
     seed: int = 0,
-    min_runs: int = 20,
+    min_each: int = MIN_EACH_OUTCOME,
     within_kind: bool = True,
     progress: Callable[[str], None] | None = None,
     fit: Callable[..., Any] = fit_candidate,
 ) -> HeldOutReport:
     """Hold each agent out in turn (module docstring). ``within_kind``: fit on the other agents of its kind
-    (:func:`agent_kind`) when there are any, else on all the others (``across_kinds`` says so). An agent with fewer
-    than ``min_runs`` runs or one outcome only is not held out (listed in ``skipped`` with why); its runs still
-    train the others."""
+    (:func:`agent_kind`) only; an agent whose kind has no other agent is not held out (listed in ``skipped``).
+    ``within_kind=False`` fits on every other agent, of any kind. An agent with fewer than ``min_each`` runs of
+    either outcome is not held out (``skipped``, with why); its runs still train the others."""
     say = progress or (lambda _: None)
     units = [agent_unit(r) for r in runs]
     kinds = {u: agent_kind([r for r, v in zip(runs, units, strict=True) if v == u]) for u in set(units)}
     report = HeldOutReport([], max_false_stops, keep_tasks_apart)
     for agent in sorted(set(units)):
         held = [r for r, u in zip(runs, units, strict=True) if u == agent]
-        if len(held) < min_runs or len({r.failed for r in held}) < 2:
-            report.skipped[agent] = f"{len(held)} runs, {sum(r.failed for r in held)} failed"
+        failed = sum(r.failed for r in held)
+        if min(failed, len(held) - failed) < min_each:
+            report.skipped[agent] = (
+                f"{len(held)} runs, {failed} failed: fewer than {min_each} of each outcome to judge it by"
+            )
             continue
         tasks = {r.group for r in held} if keep_tasks_apart else set()
         kind = kinds[agent]
-        # fitted on the other agents of its kind when there are any (a pilot is a default for its kind), else on all
-        across = within_kind and not any(kinds[u] == kind for u in kinds if u != agent)
-        pool = {u for u in kinds if u != agent and (across or not within_kind or kinds[u] == kind)}
+        pool = {u for u in kinds if u != agent and (not within_kind or kinds[u] == kind)}
+        if not pool:
+            report.skipped[agent] = f"no other {kind} agent to fit on"
+            continue
         train = [r for r, u in zip(runs, units, strict=True) if u in pool and r.group not in tasks]
-        if len(train) < min_runs or len({r.failed for r in train}) < 2:
+        if len(train) < MIN_TRAINING_RUNS or len({r.failed for r in train}) < 2:
             report.skipped[agent] = f"only {len(train)} training runs left without its agent and tasks"
             continue
         if len({r.group for r in train}) < _THRESHOLD_FOLDS:
             report.skipped[agent] = f"its training runs are in fewer than {_THRESHOLD_FOLDS} task groups"
             continue
-        say(f"holding out {agent} ({kind}): fitting on {len(train)} runs of the other agents")
+        say(f"holding out {agent} ({kind}): fitting on {len(train)} runs of {len(pool)} other agent(s)")
         figures = held_out_agent(train, held, agent=agent, max_false_stops=max_false_stops, seed=seed, fit=fit)
-        report.agents.append(replace(figures, kind=kind, across_kinds=across and within_kind))
+        report.agents.append(replace(figures, kind=kind, across_kinds=not within_kind))
     return report
 
 

@@ -11,8 +11,8 @@ model with a ``skip_quantile``); :func:`choose_relative_skip` picks ``q`` and ``
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Sequence
 
 from rb_otel.evaluation.early import sustained_peak
 from rb_otel.evaluation.metrics import wilson_upper
@@ -54,14 +54,25 @@ def relative_stops(
 
 
 def choose_relative_skip(
-    runs: Sequence[LabelledRun], probabilities: Sequence[Sequence[float]], fsm: dict[str, float], budget: float
+    runs: Sequence[LabelledRun],
+    probabilities: Sequence[Sequence[float]],
+    fsm: dict[str, float],
+    budget: float,
+    *,
+    unit: Callable[[LabelledRun], str] | None = None,
+    min_successful: int = 50,
 ) -> tuple[float, int] | None:
     """The quantile and hold of a relative SKIP (:func:`relative_stops`) chosen on training-side out-of-fold
     scores: among those whose false stops keep the Wilson bound (z = 1) within ``budget`` and stop at least
     :data:`~rb_otel.training.thresholds.MIN_USEFUL_STOPS` of the failing runs, the one that stops the most;
-    ``None`` when none does."""
+    ``None`` when none does. With ``unit`` (a run's agent), the bound must hold on every agent with at least
+    ``min_successful`` successful runs too, not only over all of them pooled: a rule that a large, well-behaved
+    agent lets through while it stops another agent's successful runs would not hold on the next agent either."""
     ok = sum(not r.failed for r in runs)
     bad = sum(r.failed for r in runs)
+    agents = [unit(r) if unit is not None else "" for r in runs]
+    successful = Counter(a for a, r in zip(agents, runs, strict=True) if not r.failed)
+    judged = {a: n for a, n in successful.items() if unit is not None and n >= min_successful}
     best: tuple[float, float, int] | None = None
     for window in SKIP_WINDOWS:
         for q in SKIP_QUANTILES:
@@ -69,6 +80,11 @@ def choose_relative_skip(
             false_stops = sum(s is not None for r, s in zip(runs, stops, strict=True) if not r.failed)
             if wilson_upper(false_stops, ok) > budget:
                 break  # looser quantiles only stop more successful runs
+            per_agent = Counter(
+                a for a, r, s in zip(agents, runs, stops, strict=True) if not r.failed and s is not None
+            )
+            if any(wilson_upper(per_agent[a], n) > budget for a, n in judged.items()):
+                break
             stopped = sum(s is not None for r, s in zip(runs, stops, strict=True) if r.failed) / max(bad, 1)
             if stopped >= MIN_USEFUL_STOPS and (best is None or stopped > best[0]):
                 best = (stopped, q, window)

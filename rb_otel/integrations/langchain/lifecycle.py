@@ -72,6 +72,7 @@ class RunTracker:
         key: str | None = None,
         links: Sequence[str] = (),
         start_time: float | None = None,
+        tools: list[str] | None = None,
     ) -> AgentRun:
         warn_if_instrumented_twice()
         key = self._first_run_id or key or str(uuid.uuid4())
@@ -84,6 +85,7 @@ class RunTracker:
             routing_ids=self._routing_ids,
             experiment=self._experiment,
             links=links,
+            tools=tools,
         )
         session, recorder = steered.session, steered.recorder
         if start_time is not None:
@@ -149,14 +151,16 @@ class RunTracker:
         elif state is not None:
             run = self._restored(thread, state, request, begun)
         else:
-            return self.open(thread, key=str(graph))
+            return self.open(thread, key=str(graph), tools=tool_names(request))
         record_early_tools(run, early or (), capture=self._factory.capture_content)
         return run
 
     def _restored(self, thread: str, state: tuple[str, list[Any], str], request: Any, begun: float | None) -> AgentRun:
         """The run the graph state describes, continued here: its session rebuilt by replaying its turns."""
         key, log, previous = state
-        run = self.open(thread, key=key, links=[previous] if previous else (), start_time=begun)
+        run = self.open(
+            thread, key=key, links=[previous] if previous else (), start_time=begun, tools=tool_names(request)
+        )
         try:
             model_id = identify_model(request.model).model_id
             replay(run.session, list(request.messages), len(log), model_id)
@@ -195,3 +199,22 @@ class RunTracker:
     def expire(self, run: AgentRun) -> None:
         _log.warning("run %s idle for %.0f s; closing its spans", run.key, self.runs.ttl)
         self.finish(run, "failure: expired")
+
+
+def tool_names(request: Any) -> list[str] | None:
+    """The names of the tools a model request offers (``ModelRequest.tools``: tools or their dict schemas), which
+    say the run's kind of agent; ``None`` when there is no request to read them from (a run that began with a
+    tool)."""
+    tools = getattr(request, "tools", None)
+    if request is None or tools is None:
+        return None
+    names = []
+    for tool in tools:
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            name = tool.get("name") or (function.get("name") if isinstance(function, dict) else None)
+        else:
+            name = getattr(tool, "name", None)
+        if isinstance(name, str):
+            names.append(name)
+    return names

@@ -70,7 +70,8 @@ def scorer_step(
 
 
 class StepScoring:
-    """The scoring of one run: ``score_fn``, or the run scorer ``scorer`` starts for ``agent``."""
+    """The scoring of one run: ``score_fn``, or the run scorer ``scorer`` starts for ``agent`` (and, for a scorer
+    that picks its model by the kind of agent, for ``kind``)."""
 
     __slots__ = ("_run", "name", "score_fn")
 
@@ -81,14 +82,19 @@ class StepScoring:
         *,
         agent: str = "",
         task_id: str = "",
+        kind: str = "",
     ) -> None:
         self.score_fn = score_fn
         self._run: RunScorer | None = None
         self.name = text_scorer_name(score_fn)
         if scorer is not None:
             resolved = resolve_scorer(scorer)
-            self._run = resolved.start_run(agent, task_id)
-            self.name = resolved.name
+            if getattr(resolved, "chooses_by_kind", False):  # the pilot's default depends on the kind of agent
+                self._run = resolved.start_run(agent, task_id, kind=kind)  # type: ignore[call-arg]
+                self.name = resolved.name_for(kind)  # type: ignore[attr-defined]
+            else:
+                self._run = resolved.start_run(agent, task_id)
+                self.name = resolved.name
 
     def score(
         self,

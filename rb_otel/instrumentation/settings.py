@@ -37,7 +37,6 @@ class InstrumentSettings:
     steer: bool = True
 
 
-
 def _choice(environ: Mapping[str, str], variable: str, accepted: tuple[str, ...], default: str) -> str:
     raw = environ.get(variable, "").strip()
     if not raw:

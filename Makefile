@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: data docs mutate pilot1-weights train-pilot half-split held-out demo test lint typecheck unit bench bench-floors bench-scale bench-growth bench-memory profile wheel clean
+.PHONY: data readme-image docs mutate pilot1-weights train-pilot half-split held-out demo test lint typecheck unit bench bench-floors bench-scale bench-growth bench-memory profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,27 @@ $(STAMP): pyproject.toml
 ## demo: run the scripted agents through the real pipeline; writes out/traces.jsonl, out/metrics.jsonl, out/report.html
 demo: $(STAMP)
 	$(BIN)/rb-otel demo --out out --experiment 24
+
+## readme-image: the pictures of the page in README.md (docs/images/demo-report.png) and docs/report.md
+## (run-report.png, one step opened), made from the demo's page (its struggling and stalled runs, content captured)
+## by headless Chromium (Debian: apt-get install chromium), so they show the page as it is
+IMAGES   ?= docs/images
+PAGE_DIR ?= build/readme-image
+CHROMIUM ?= chromium
+SHOT      = $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking \
+	--disable-component-update --disable-sync --no-first-run --hide-scrollbars --log-level=3 \
+	--user-data-dir=$(abspath $(PAGE_DIR))/chromium-profile-$(1) --window-size=1100,$(2) \
+	--screenshot=$(abspath $(IMAGES))/$(1).png file://$(abspath $(PAGE_DIR))/$(3)
+readme-image: $(STAMP)
+	@command -v $(CHROMIUM) >/dev/null || { echo "readme-image: no $(CHROMIUM) here (apt-get install chromium)" >&2; exit 2; }
+	rm -rf $(PAGE_DIR)
+	OTEL_TRACES_EXPORTER=none OTEL_METRICS_EXPORTER=none OTEL_LOGS_EXPORTER=none \
+	OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true \
+	  $(BIN)/rb-otel demo --quiet --scenario struggling --scenario stalled --out $(PAGE_DIR)
+	$(call SHOT,demo-report,1000,report.html)
+	sed 's|<details><summary>step 7 |<details open><summary>step 7 |' $(PAGE_DIR)/report.html > $(PAGE_DIR)/step.html
+	grep -q '<details open>' $(PAGE_DIR)/step.html
+	$(call SHOT,run-report,1500,step.html)
 
 ## test: lint, type-check, build the docs (links checked) and run the whole test suite
 test: lint typecheck docs unit

@@ -141,14 +141,16 @@ def python_module(*args: str) -> list[str]:
 
 
 class OtlpSink(BaseHTTPRequestHandler):
-    """A real OTLP/HTTP receiver: decodes the protobuf trace requests (``received``) and log requests
-    (``received_logs``) it is sent."""
+    """A real OTLP/HTTP receiver: decodes the protobuf trace requests (``received``), log requests
+    (``received_logs``) and metric requests (``received_metrics``) it is sent."""
 
     received: ClassVar[list[Any]] = []
     received_logs: ClassVar[list[Any]] = []
+    received_metrics: ClassVar[list[Any]] = []
 
     def do_POST(self) -> None:
         from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -164,6 +166,10 @@ class OtlpSink(BaseHTTPRequestHandler):
             logs = ExportLogsServiceRequest()
             logs.ParseFromString(body)
             self.received_logs.append(logs)
+        elif self.path.endswith("/v1/metrics"):
+            metrics = ExportMetricsServiceRequest()
+            metrics.ParseFromString(body)
+            self.received_metrics.append(metrics)
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.end_headers()
@@ -176,6 +182,7 @@ class OtlpSink(BaseHTTPRequestHandler):
 def otlp_sink() -> Iterator[tuple[int, list[Any]]]:
     OtlpSink.received = []
     OtlpSink.received_logs = []
+    OtlpSink.received_metrics = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), OtlpSink)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -28,6 +28,7 @@ def test_demo_reaches_every_state_and_exports_real_pipeline_output(otel: Otel, t
     assert "SLOW" in states["struggling"] and "SKIP" not in states["struggling"]
     assert "SKIP" in states["stalled"] and len(by_name["stalled"].steps) >= 40
     assert by_name["tool-error"].outcome == "failure: ConnectionError"
+    assert by_name["stalled"].outcome == "failure: gave up"  # a stalled agent gives up: its task failed
     struggling = by_name["struggling"].steps
     assert any(e.model_id == "scripted:strong-1" for e in struggling if e.fsm_state == "SLOW")
     assert any("MonitorSteeringInjection" in e.injection_sources for e in struggling)
@@ -40,8 +41,9 @@ def test_demo_reaches_every_state_and_exports_real_pipeline_output(otel: Otel, t
     run_spans = {dict(s.attributes or {})["rb.run_id"]: s for s in otel.spans("invoke_agent")}
     assert set(run_spans) == {r.run_id for r in results}
     assert dict(run_spans[by_name["stalled"].run_id].attributes or {})["rb.max_state"] == "SKIP"
-    report = (tmp_path / "report.html").read_text()
-    assert report.count("<svg") == 4 and by_name["stalled"].run_id in report
+    assert dict(run_spans[by_name["stalled"].run_id].attributes or {})["rb.outcome"] == "failure: gave up"
+    report = (tmp_path / "report.html").read_text()  # rb-otel report's page of the four runs (test_report.py)
+    assert report.count('role="img"') == 8 and all(r.run_id in report and r.description in report for r in results)
 
 
 def test_demo_cli_writes_otlp_json_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

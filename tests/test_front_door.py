@@ -172,7 +172,7 @@ def test_the_demo_report_says_which_states_a_run_reached(tmp_path: Path, monkeyp
         monkeypatch.delenv(name)
     assert main(["demo", "--out", str(tmp_path), "--quiet", "--scenario", "easy"]) == 0
     page = (tmp_path / "report.html").read_text()
-    assert "states reached INIT, NORMAL, FAST" in page and "max state" not in page
+    assert "states reached: INIT, NORMAL, FAST" in page and "max state" not in page
 
 
 @pytest.mark.parametrize("mode", ["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT", "true", "false"])

@@ -21,7 +21,7 @@ from pydantic import PrivateAttr
 
 from rb_otel.ab.experiment_report import report
 from rb_otel.ab.table import format_report
-from rb_otel.demo.scenarios import SCENARIOS, demo_tools
+from rb_otel.demo.scenarios import GAVE_UP, SCENARIOS, demo_tools
 from rb_otel.facade.reasonblocks import ReasonBlocks
 from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware
 from rb_otel.testing import ScriptedChatModel
@@ -72,7 +72,7 @@ def run_experiment(rb: ReasonBlocks, traces: Path | None, *, units: int, say: Ca
         with mw:
             out = agent.invoke({"messages": [HumanMessage(scenario.task)]}, {"recursion_limit": 200})
             if out["messages"][-1].content == _GAVE_UP.content:
-                mw.mark_failure("failure: gave up")
+                mw.mark_failure(GAVE_UP)
     rb.flush()
     if traces is None:
         say("experiment runs exported over OTLP; run `rb-otel ab-report` on the Collector's file export")

@@ -1,7 +1,12 @@
-"""``rb-otel demo``: run the scenarios through real agents and the real pipeline, then export and report."""
+"""``rb-otel demo``: run the scenarios through real agents and the real pipeline, then export and report.
+
+The page (``report.html``) is ``rb-otel report``'s, drawn from the spans the runs exported (collected in memory as
+they end, so the page is there whether they went to files or to an OTLP endpoint).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -16,10 +21,14 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 
 from rb_otel.demo.experiment import run_experiment
-from rb_otel.demo.report import RunResult, format_table, html_report
+from rb_otel.demo.report import RunResult, format_table
 from rb_otel.demo.scenarios import SCENARIOS, Scenario, demo_tools
 from rb_otel.facade.reasonblocks import ReasonBlocks
+from rb_otel.report.html import render_report
+from rb_otel.report.traces import runs_from_spans
 from rb_otel.steering.etraces import InMemoryPatternStore, load_default_library
+from rb_otel.telemetry.names import OUTCOME_SUCCESS
+from rb_otel.telemetry.otlp_json import CollectedSpans
 from rb_otel.telemetry.setup import Providers, configure
 from rb_otel.testing import ScriptedChatModel
 
@@ -54,14 +63,19 @@ def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedCha
         metadata={"scenario": scenario.name},
     )
     agent = create_agent(agent_model, demo_tools(), middleware=[mw], system_prompt=SYSTEM_PROMPT)
-    outcome = "success"
+    outcome = scenario.outcome
+    # A task the agent answers but fails is a failure: the run is marked so before it ends (``with mw``)
+    verdict = mw if outcome != OUTCOME_SUCCESS else contextlib.nullcontext()
     with rb.telemetry.enclosing_span(f"demo {scenario.name}") as outer:
         langchain_run_id = uuid.uuid4()  # rb-otel names the run after the LangChain run id
         run_id = str(langchain_run_id)
         try:
-            agent.invoke(
-                {"messages": [HumanMessage(scenario.task)]}, {"recursion_limit": 200, "run_id": langchain_run_id}
-            )
+            with verdict:
+                agent.invoke(
+                    {"messages": [HumanMessage(scenario.task)]}, {"recursion_limit": 200, "run_id": langchain_run_id}
+                )
+                if outcome != OUTCOME_SUCCESS:
+                    mw.mark_failure(outcome)
         except Exception as exc:
             if not scenario.expects_error:
                 raise
@@ -79,6 +93,13 @@ def _write_step_logs(path: Path, results: Sequence[RunResult]) -> None:
             handle.write(json.dumps(header) + "\n")
             for entry in r.steps:
                 handle.write(json.dumps(entry.as_dict()) + "\n")
+
+
+def _page(spans: CollectedSpans, results: Sequence[RunResult]) -> str:
+    """``rb-otel report``'s page of the scenarios' runs (not the experiment's, nor repeats), with their descriptions."""
+    described = {r.run_id: r.description for r in results}
+    runs = [run for run in runs_from_spans(spans.objects()) if run.run_id in described]
+    return render_report(runs, title="rb-otel demo", descriptions=described)
 
 
 def demo_providers(out: Path, prometheus_port: int | None = None) -> Providers:
@@ -100,6 +121,7 @@ def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunRe
     providers = options.providers or demo_providers(out, options.prometheus_port)
     for line in providers.descriptions:
         say(f"exporting {line}")
+    page_spans = CollectedSpans(providers.tracer_provider)  # the page's copy of what the runs export
     strong = ScriptedChatModel(script=[], model_name="strong-1")
     store = InMemoryPatternStore(load_default_library())
     store.add_e1_pattern(DEMO_LESSON, pattern_id="e1-demo-session-keyerror")
@@ -111,6 +133,7 @@ def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunRe
         model_routing={"SLOW": strong, "SKIP": strong},
     )
     results: list[RunResult] = []
+    page = ""
     try:
         for round_ in range(options.repeat):
             for name in options.scenarios:
@@ -127,11 +150,15 @@ def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunRe
                 if round_ == 0:
                     results.append(result)
                     say(format_table(result))
+            if round_ == 0:  # the page shows the first round; later rounds and the experiment are not kept
+                rb.flush()  # the runs' batched span ends, before the page reads them
+                page = _page(page_spans, results)
+                page_spans.stop()
         if options.experiment_units:
             traces = None if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else out / "traces.jsonl"
             run_experiment(rb, traces, units=options.experiment_units, say=say)
         report = out / "report.html"
-        report.write_text(html_report(results), encoding="utf-8")
+        report.write_text(page, encoding="utf-8")
         _write_step_logs(out / "steplogs.jsonl", results)
         say(f"report: {report}  step logs: {out / 'steplogs.jsonl'}")
         if options.hold_seconds > 0:

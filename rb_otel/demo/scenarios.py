@@ -13,9 +13,13 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, tool
 
+from rb_otel.telemetry.names import OUTCOME_SUCCESS
 from rb_otel.testing import tool_call
 
-__all__ = ["SCENARIOS", "Scenario", "demo_tools"]
+__all__ = ["GAVE_UP", "SCENARIOS", "Scenario", "demo_tools"]
+
+#: The outcome of a run whose agent gave up on its task (``rb.outcome``; the demo's experiment marks its own so).
+GAVE_UP = "failure: gave up"
 
 
 @tool
@@ -62,6 +66,9 @@ class Scenario:
     script: list[AIMessage]
     expects_error: bool = False
     routing: dict[str, str] = field(default_factory=dict)
+    #: The run's ``rb.outcome`` when the agent answers: the task's own verdict on the answer (an agent that gives
+    #: up has failed its task, however cleanly its run ended).
+    outcome: str = OUTCOME_SUCCESS
 
 
 def _easy() -> list[AIMessage]:
@@ -122,7 +129,7 @@ def _stalled() -> list[AIMessage]:
             else ({"path": "src/auth.py"} if name == "read_file" else {"query": "KeyError session"})
         )
         script.append(tool_call(name, args, f"k{i}", content=_STALLED + f" (attempt {i})"))
-    return [*script, AIMessage("I could not find the cause.")]
+    return [*script, AIMessage("I could not find the cause; giving up.")]
 
 
 def _tool_error() -> list[AIMessage]:
@@ -145,9 +152,10 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     ),
     "stalled": lambda: Scenario(
         "stalled",
-        "44 calls of confusion: SLOW, then SKIP after 35 hard steps",
+        "44 calls of confusion: SLOW, then SKIP after 35 hard steps; the agent gives up, a failed task",
         "fix the KeyError in the login flow",
         _stalled(),
+        outcome=GAVE_UP,
     ),
     "tool-error": lambda: Scenario(
         "tool-error",

@@ -329,6 +329,7 @@ class ReasonBlocks(AdapterMethods):
         metadata: Mapping[str, Any] | None = None,
         step_log_in_state: bool = True,
         on_skip: str = "escalate",
+        steer: bool = True,
         _experiment: ExperimentArm | None = None,
     ) -> ReasonBlocksMiddleware:
         """A LangChain ``AgentMiddleware``; put it last in ``create_agent(middleware=[...])``.
@@ -339,7 +340,9 @@ class ReasonBlocks(AdapterMethods):
         per-step state update that fills them); neither variant adds a graph node. ``on_skip``: what a run that
         reaches SKIP does: ``"escalate"`` (the default: guidance, and the SKIP route of ``model_routing``) or
         ``"stop"`` (the model is not called again; the run ends with a final message ``was_stopped()``
-        recognises, and ``rb.outcome`` ``stopped``).
+        recognises, and ``rb.outcome`` ``stopped``). ``steer=False`` observes only: every step is scored, the FSM
+        moves and the run is recorded as usual, but requests reach the model exactly as they came in (no guidance, no
+        routing, no stop), as in an experiment's ``off`` arm.
         """
         from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
         from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
@@ -363,6 +366,7 @@ class ReasonBlocks(AdapterMethods):
             metadata=metadata,
             experiment=_experiment,
             on_skip=on_skip,
+            steer=steer,
         )
 
     def ab_middleware(

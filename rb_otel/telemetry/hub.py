@@ -24,6 +24,7 @@ from rb_otel.telemetry.derived_ids import DerivedIds
 from rb_otel.telemetry.events import EventSink
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.recorder import RunInfo, RunRecorder
+from rb_otel.telemetry.unexported import warn_if_unexported
 from rb_otel.telemetry.uploads import completion_uploads
 
 __all__ = ["INSTRUMENTATION_NAME", "REPLAY_SCOPE_ATTRIBUTE", "SCHEMA_URL", "EnclosingSpan", "Telemetry"]
@@ -177,6 +178,7 @@ class Telemetry:
         self._recorders: weakref.WeakSet[RunRecorder] = weakref.WeakSet()  # for flush(); never keeps one alive
         self._lock = threading.Lock()
         self._providers_seen: set[int] = set()
+        self._export_checked = False  # whether a run checked that the environment's export is configured
         with _BATCHING_LOCK:
             _ALL.add(self)
         if self.batch_window:
@@ -215,6 +217,9 @@ class Telemetry:
         else of the caller's current span; ``new_trace=True`` makes it the root of a trace of its own. ``links``:
         the earlier parts of the run (``RunRecorder.part_id``), linked from its span (a resumed run)."""
         context = parent.context if parent is not None else (otel_context.Context() if new_trace else None)
+        if not self._export_checked:  # the first run is when the global providers must be there
+            self._export_checked = True
+            warn_if_unexported(tracer_provider=self.tracer_provider, meter_provider=self.meter_provider)
         recorder = RunRecorder(
             info,
             tracer=self.tracer,

@@ -18,10 +18,11 @@ from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-__all__ = ["OtlpJsonMetricExporter", "OtlpJsonSpanExporter", "read_spans"]
+__all__ = ["CollectedSpans", "OtlpJsonMetricExporter", "OtlpJsonSpanExporter", "read_spans", "span_objects"]
 
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 
@@ -95,6 +96,38 @@ class OtlpJsonMetricExporter(MetricExporter):
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
         self._out.close()
+
+
+def span_objects(spans: Sequence[ReadableSpan]) -> list[dict[str, Any]]:
+    """SDK spans as the OTLP/JSON span objects :class:`OtlpJsonSpanExporter` writes (the same encoding), flattened:
+    what a reader of the files (``rb_otel.report``) gets, without the file."""
+    if not spans:
+        return []
+    document = _hex_ids(MessageToDict(encode_spans(spans), use_integers_for_enums=True))
+    return [
+        span
+        for resource_spans in document.get("resourceSpans", [])
+        for scope_spans in resource_spans.get("scopeSpans", [])
+        for span in scope_spans.get("spans", [])
+    ]
+
+
+class CollectedSpans:
+    """The spans a tracer provider ends from now until :meth:`stop`, kept in memory: a command's own copy of what it
+    exports, wherever that goes (the demo draws its page from it)."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self._exporter = InMemorySpanExporter()
+        provider.add_span_processor(SimpleSpanProcessor(self._exporter))
+
+    def objects(self) -> list[dict[str, Any]]:
+        """The spans kept so far, as OTLP/JSON span objects (:func:`span_objects`)."""
+        return span_objects(self._exporter.get_finished_spans())
+
+    def stop(self) -> None:
+        """Keep no more (the processor stays with the provider, exporting nowhere) and drop what was kept."""
+        self._exporter.clear()
+        self._exporter.shutdown()
 
 
 def read_spans(path: str | Path) -> list[dict[str, Any]]:

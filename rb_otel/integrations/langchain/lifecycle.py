@@ -51,8 +51,10 @@ class RunTracker:
         metadata: Mapping[str, Any],
         routing_ids: Mapping[FSMState, str],
         experiment: ExperimentArm | None = None,
+        steer: bool = True,
     ) -> None:
         self._factory = runs
+        self._steer = steer  # False: runs are scored and recorded, never steered
         self._first_run_id = first_run_id
         self._fields = fields
         self._metadata = dict(metadata)
@@ -84,6 +86,7 @@ class RunTracker:
             conversation_id=conversation_id,
             routing_ids=self._routing_ids,
             experiment=self._experiment,
+            steer=self._steer,
             links=links,
             tools=tools,
         )

@@ -85,11 +85,13 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         metadata: Mapping[str, Any] | None = None,
         experiment: ExperimentArm | None = None,
         on_skip: str = "escalate",
+        steer: bool = True,
     ) -> None:
         """Built by ``ReasonBlocks.middleware()``: ``runs`` opens each invocation's steered run, ``router`` holds
         the chat models of ``model_routing`` (built once, shared by the middleware of one configuration);
         ``experiment`` puts every run in one arm of an A/B experiment (``ReasonBlocks.ab_middleware``);
-        ``on_skip`` (:data:`ON_SKIP`) what a run that reaches SKIP does."""
+        ``on_skip`` (:data:`ON_SKIP`) what a run that reaches SKIP does; ``steer=False`` observes only (every run
+        scored and recorded, requests passed through as they came)."""
         super().__init__()
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError(f"metadata must be a mapping, got {type(metadata).__name__}")
@@ -105,7 +107,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.experiment = experiment
         # the off arm is a true passthrough: requests reach the model exactly as they came in (docs/experiments.md,
         # "A/B experiments")
-        self._passthrough = experiment is not None and experiment.arm == "off"
+        self._passthrough = not steer or (experiment is not None and experiment.arm == "off")
         self._tracker = RunTracker(
             runs,
             first_run_id=run_id,
@@ -113,6 +115,7 @@ class ReasonBlocksMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             metadata=extras,
             routing_ids=self._router.ids,
             experiment=experiment,
+            steer=steer,
         )
         guard().add_tool_observer(self)
         runs.watch_agent(fields.agent_name)

@@ -605,11 +605,18 @@ def test_mini_swe_agent_fields_match_the_raw_record(signal_data: dict[str, Path]
     assert (run.run_id, run.task_id, run.source, run.agent_name) == (
         data["instance_id"], data["instance_id"], "mini_swe_agent", "mini-swe-agent"
     )  # fmt: skip
-    assert run.model == info["config"]["model"]["model_name"] and run.synthetic_timing
+    # the agent: the harness's major version and the configured model without its provider path
+    assert run.model == info["config"]["model"]["model_name"].rsplit("/", 1)[-1] and run.synthetic_timing
+    assert run.harness == "mini-swe-agent " + info["mini_version"].split(".")[0]
     assert run.task == next(m["content"] for m in messages if m["role"] == "user")[:2000]
-    assert run.attributes == {
+    attributes = dict(run.attributes)
+    assert len(attributes.pop("rb.metadata.prompt_digest")) == 12
+    assert attributes == {
         "rb.metadata.mini_swe_agent.exit_status": info["exit_status"],
         "rb.metadata.mini_swe_agent.api_calls": info["model_stats"]["api_calls"],
+        "rb.metadata.mini_swe_agent.agent_type": info["config"]["agent_type"],
+        "rb.metadata.mini_swe_agent.version": info["mini_version"],
+        "rb.metadata.prompt_variant": "stock",  # mini-swe-agent's own prompt; no report in the copied folder
     }
     assert run.summary == {"exit_status": info["exit_status"], "model_stats": info["model_stats"]}
     assistant = [(i, m) for i, m in enumerate(messages) if m["role"] == "assistant"]

@@ -35,9 +35,10 @@ from rb_otel.evaluation.early import (
     stopping,
 )
 from rb_otel.evaluation.metrics import auroc, auroc_interval, calibration_bins
-from rb_otel.importers.detect import input_files
+from rb_otel.importers.detect import NotRuns, input_files
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
+from rb_otel.importers.reading import SeenRuns, not_runs_problem
 from rb_otel.importers.replay import replay, replay_runs
 from rb_otel.steering.scoring import Scorer, resolve_scorer
 from rb_otel.telemetry.silent import silent_providers
@@ -288,8 +289,10 @@ def _replay_all(
 ) -> _Replayed:
     results: list[ReplayResult] = []
     problems: list[ImportProblem] = []
+    passed_over: list[Path] = []
+    seen = SeenRuns()  # one read: a run saved in two files is replayed once
     tracer_provider, meter_provider = silent_providers()  # measuring only: nothing is exported
-    for path, in_directory in input_files(paths):
+    for path, in_directory in input_files(paths, passed_over):
         try:
             found = replay(
                 path,
@@ -298,7 +301,13 @@ def _replay_all(
                 labels=outcomes,
                 tracer_provider=tracer_provider,
                 meter_provider=meter_provider,
+                seen=seen,
             )
+        except NotRuns:
+            if not in_directory:
+                raise
+            passed_over.append(path)
+            continue
         except RecordError as exc:
             if not in_directory:
                 raise
@@ -308,6 +317,8 @@ def _replay_all(
         problems += [p for p in (found[0].problems if found else []) if p not in problems]
         if progress is not None:
             progress(str(path), len(results))
+    if (line := not_runs_problem(", ".join(map(str, paths)), passed_over)) is not None:
+        problems.append(line)
     if not results:
         raise EvaluationError(f"no runs found in {', '.join(map(str, paths))}")
     return _Replayed(results, problems)

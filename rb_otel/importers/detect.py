@@ -1,15 +1,19 @@
-"""``--format auto``: tell a file's format from its name and its first bytes (never the whole file)."""
+"""``--format auto``: tell a file's format from its name and its first bytes (a JSON document: its parse); and which
+files of a directory are runs at all."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rb_otel.importers.formats.records import remember_document
 from rb_otel.importers.model import RecordError
 
-__all__ = ["FORMATS", "detect", "directory_files", "input_files"]
+__all__ = ["FORMATS", "NotRuns", "detect", "directory_files", "holds_no_runs", "input_files"]
 
 FORMATS = (
     "steplog",
@@ -20,10 +24,36 @@ FORMATS = (
     "openai_messages",
     "tau_bench",
     "tau2_bench",
+    "tau2_indexed",
     "mini_swe_agent",
+    "mini_swe_agent_2",
     "otlp_json",
 )
 _SNIFF_BYTES = 1 << 20
+
+# Files a directory read passes over unopened: what travels with runs but never holds one (documentation, configs,
+# tables, diffs, archives, images, SQLite's side files), and the evaluation's and leaderboard's own JSON files.
+_NOT_RUN_SUFFIXES = frozenset(
+    ".yaml .yml .toml .cfg .ini .csv .tsv .md .rst .txt .html .diff .patch .sh .py .lock .xz .gz .bz2 .zip .tar "
+    ".png .jpg .jpeg .svg .pdf".split()
+)
+_NOT_RUN_NAME = re.compile(
+    r"^(?:license|licence|copying|notice|readme|changelog|authors)(?:\..*)?$"  # documentation
+    r"|.*-(?:wal|shm|journal)$"  # SQLite's side files
+    # SWE-bench's reports and predictions, mini-swe-agent's summary, a leaderboard submission's metadata
+    r"|^(?:report|results_summary|submission|preds|all_preds)\.jsonl?$|^pred_.*\.json$|.*_eval\.json$",
+    re.IGNORECASE,
+)
+
+
+class NotRuns(RecordError):
+    """A readable JSON file that is none of the formats: in a directory it holds no runs and is passed over (one
+    count for the read); given by name it is an error like any file whose format cannot be told."""
+
+
+def holds_no_runs(path: Path) -> bool:
+    """Whether a file in a directory is passed over by its name alone (module comment): never opened."""
+    return path.suffix.lower() in _NOT_RUN_SUFFIXES or bool(_NOT_RUN_NAME.match(path.name))
 
 
 def _document(obj: Any) -> str | None:
@@ -36,10 +66,13 @@ def _document(obj: Any) -> str | None:
         return _line(obj[0])
     if not isinstance(obj, dict):
         return None
-    if obj.get("trajectory_format") == "mini-swe-agent-1":
+    trajectory_format = str(obj.get("trajectory_format") or "")
+    if trajectory_format == "mini-swe-agent-1":
         return "mini_swe_agent"
+    if trajectory_format.startswith("mini-swe-agent-"):  # 1.1 and later: mini-swe-agent 2.x
+        return "mini_swe_agent_2"
     if isinstance(obj.get("simulations"), list):
-        return "tau2_bench"
+        return "tau2_indexed" if "simulation_index" in obj else "tau2_bench"
     if "trajectory" in obj:
         return "swe_agent"
     if "history" in obj:
@@ -67,46 +100,75 @@ def _line(obj: dict[str, Any]) -> str | None:
 
 
 def detect(path: Path) -> str:
-    """The format of ``path``; raises :class:`RecordError` when it cannot tell."""
+    """The format of ``path``; raises :class:`RecordError` when it cannot tell (:class:`NotRuns` when the file is
+    readable JSON of none of the formats), naming an empty file as such."""
     with path.open("rb") as handle:
         head = handle.read(_SNIFF_BYTES)
     if head.startswith(b"SQLite format 3\x00"):
         return "io_harness"
+    if not head.strip():
+        raise RecordError(str(path), "file", "empty file")
     if path.suffix == ".traj":
         return "swe_agent"
     lines = [line for line in head.splitlines() if line.strip()]
     found: str | None = None
+    parsed = False
     if len(lines) > 1:  # JSON lines: the first record tells (a pretty-printed document's first line won't parse)
         try:
             first = json.loads(lines[0])
+            parsed = True
         except ValueError:
             first = None
         if isinstance(first, dict):
             found = _line(first)
+    invalid: json.JSONDecodeError | None = None
     if found is None:
         try:
-            found = _document(json.loads(path.read_text(encoding="utf-8")))
+            document = json.loads(path.read_text(encoding="utf-8"))
+            found = _document(document)
+            parsed = True
+            if found is not None:
+                remember_document(path, document)  # the reader takes it rather than parse the file again
+        except json.JSONDecodeError as exc:
+            invalid = exc
         except (ValueError, UnicodeDecodeError):
             found = None
+    if found is None and not parsed and invalid is not None and head.lstrip()[:1] in (b"{", b"["):
+        # a JSON document that does not parse: where, rather than "cannot tell"
+        raise RecordError(str(path), f"line {invalid.lineno} column {invalid.colno}", f"not valid JSON ({invalid.msg})")
     if found is None:
-        raise RecordError(
-            str(path), "format", f"cannot tell the format; pass --format with one of {', '.join(FORMATS)}"
-        )
+        error = NotRuns if parsed else RecordError
+        raise error(str(path), "format", f"cannot tell the format; pass --format with one of {', '.join(FORMATS)}")
     return found
 
 
-def directory_files(directory: Path) -> list[Path]:
-    """The files of ``directory`` in name order, hidden ones (``.name``) left out: the runs a directory holds."""
-    return sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+def directory_files(directory: Path, passed_over: list[Path] | None = None) -> list[Path]:
+    """The files under ``directory`` and its subfolders, in path order, hidden files and folders (``.name``) left
+    out and symbolic links to folders not followed: the runs a directory holds. Files that hold no runs by their
+    name (:func:`holds_no_runs`) are left out too, and added to ``passed_over`` when it is given."""
+    found: list[Path] = []
+    for folder, subfolders, names in os.walk(directory):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        for name in names:
+            path = Path(folder) / name
+            if name.startswith(".") or not path.is_file():
+                continue
+            if holds_no_runs(path):
+                if passed_over is not None:
+                    passed_over.append(path)
+                continue
+            found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(directory).parts)
 
 
-def input_files(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
-    """``(file, found in a directory)`` for command-line inputs: directories expanded by :func:`directory_files`,
-    so progress is per file; a path that does not exist is kept, for the reader to report."""
+def input_files(paths: Sequence[str | Path], passed_over: list[Path] | None = None) -> list[tuple[Path, bool]]:
+    """``(file, found in a directory)`` for command-line inputs: directories expanded by :func:`directory_files`
+    (subfolders included; ``passed_over`` collects the files left out by name), so progress is per file; a path
+    that does not exist is kept, for the reader to report."""
     out: list[tuple[Path, bool]] = []
     for path in map(Path, paths):
         if path.is_dir():
-            out += [(p, True) for p in directory_files(path)]
+            out += [(p, True) for p in directory_files(path, passed_over)]
         else:
             out.append((path, False))
     return out

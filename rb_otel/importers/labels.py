@@ -1,10 +1,12 @@
 """Outcomes from an evaluation's results, for runs whose own records do not say whether they succeeded.
 
 Accepted shapes (``load_labels``): a SWE-bench ``results.json`` (``{"resolved": [ids], ...}``, with the other
-id lists such as ``unresolved``/``error`` counting as failures when present), mini-swe-agent's
+id lists such as ``unresolved``/``error`` counting as failures when present), the SWE-bench harness's run report
+(``<model>.<run id>.json``: ``resolved_ids``, and ``unresolved_ids``/``empty_patch_ids``/``error_ids`` as
+failures), mini-swe-agent's
 ``results_summary.json`` (``{"instances": [{"instance_id", "resolved"}]}``), or a plain
 ``{run_id: true|false}`` mapping (true = success). A run id matches exactly, or with a ``.traj``/``.json``
-suffix removed.
+suffix removed, or (``<batch>/<instance>``) by its instance.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.importers.formats.records import load_json
+from rb_otel.importers.formats.swebench import run_statuses
 from rb_otel.importers.model import RecordError
 
 __all__ = ["Labels", "load_labels"]
@@ -40,8 +43,10 @@ class Labels(Mapping[str, bool]):
         return len(self._outcomes)
 
     def outcome_of(self, run_id: str) -> bool | None:
-        """Whether ``run_id`` succeeded; ``None`` when the file says nothing of it."""
-        for key in (run_id, run_id.removesuffix(".json").removesuffix(".traj")):
+        """Whether ``run_id`` succeeded; ``None`` when the file says nothing of it. A run id qualified by its batch
+        (``<batch>/<instance>``, as mini-swe-agent runs are) matches the instance's label too."""
+        instance = run_id.rsplit("/", 1)[-1]
+        for key in (run_id, run_id.removesuffix(".json").removesuffix(".traj"), instance):
             if key in self._outcomes:
                 return self._outcomes[key]
         return False if self.resolved_only else None
@@ -61,6 +66,8 @@ def load_labels(path: str | Path) -> Labels:
                 raise RecordError(where, f"instances[{i}]", "expected {instance_id, resolved: true|false}")
             outcomes[str(item["instance_id"])] = item["resolved"]
         return Labels(where, outcomes)
+    if isinstance(data, dict) and isinstance(data.get("resolved_ids"), list):
+        return Labels(where, {k: v == "resolved" for k, v in run_statuses(data).items()})
     if isinstance(data, dict) and isinstance(data.get("resolved"), list):
         outcomes = {str(i): True for i in data["resolved"]}
         failed = [name for name in _FAILED_LISTS if isinstance(data.get(name), list)]

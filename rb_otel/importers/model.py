@@ -94,14 +94,17 @@ class ImportedRun:
     source: str
     steps: Iterable[ImportedStep]
     agent_name: str = ""
+    # The harness that ran the agent and its major version, as the file names it ("tau2 llm_agent",
+    # "mini-swe-agent 2"); with ``model`` it is the agent (docs/importers.md, "Agent identity"). "" when unknown.
+    harness: str = ""
     task: str = ""
     task_id: str = ""  # the task the run tried; "" when unknown
     # What folds and bootstrap intervals keep together: runs sharing a user scenario or a task ("": the task id).
     group_id: str = ""
-    model: str = ""  # the agent's model, when the whole run used one
-    # The harness that ran the agent, with its major version where it matters ("tau2 llm_agent", "mini-swe-agent 1"):
-    # with the model, what makes an agent for training and holding out ("" when the format does not say).
-    harness: str = ""
+    model: str = ""  # the agent's model, when the whole run used one (rb_otel.importers.identity.agent_model)
+    # An id the source guarantees to be one run's alone (a tau2 simulation id): a read takes the first run with
+    # it and lists any later one as a duplicate (rb_otel.importers.reading.SeenRuns). "" for none.
+    unique_id: str = ""
     outcome: str = "success"
     start: float | None = None
     end: float | None = None
@@ -127,6 +130,7 @@ class ReplayResult:
     summary: dict[str, Any] = field(default_factory=dict)
     problems: list[ImportProblem] = field(default_factory=list)
     agent_name: str = ""
+    harness: str = ""
     task_id: str = ""
     group_id: str = ""  # the run's task group (the task id unless the format knows better)
     model: str = ""

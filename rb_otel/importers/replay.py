@@ -15,21 +15,24 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.backends.pilot import PilotScorer
-from rb_otel.importers.detect import FORMATS, detect, directory_files
+from rb_otel.importers.detect import FORMATS, NotRuns, detect, directory_files
 from rb_otel.importers.formats import (
     agy,
     io_harness,
     mini_swe_agent,
+    mini_swe_agent_2,
     openai_messages,
     openhands,
     otlp_json,
     steplog,
     swe_agent,
     tau2_bench,
+    tau2_indexed,
     tau_bench,
 )
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportProblem, RecordError, ReplayResult
+from rb_otel.importers.reading import SeenRuns, not_runs_problem
 from rb_otel.steering.agent_keys import agent_key
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
@@ -53,7 +56,9 @@ READERS = {
     "openai_messages": openai_messages.read,
     "tau_bench": tau_bench.read,
     "tau2_bench": tau2_bench.read,
+    "tau2_indexed": tau2_indexed.read,
     "mini_swe_agent": mini_swe_agent.read,
+    "mini_swe_agent_2": mini_swe_agent_2.read,
     "otlp_json": otlp_json.read,
 }
 _STATES = {state.value: state for state in FSMState}
@@ -80,9 +85,14 @@ def replay(
     meter_provider: MeterProvider | None = None,
     keep_steps: bool = True,
     logger_provider: Any = None,
+    seen: SeenRuns | None = None,
 ) -> list[ReplayResult]:
-    """Import ``path`` (a file, or a directory: every file in it, in name order) and replay every run in it;
-    one :class:`ReplayResult` per top-level run.
+    """Import ``path`` (a file, or a directory: every file under it, subfolders included, in path order) and replay
+    every run in it; one :class:`ReplayResult` per top-level run. In a directory, files that hold no runs
+    (evaluation reports, predictions, configs, documentation: ``detect.holds_no_runs``, or JSON of no format) are
+    passed over and counted in one problem line; a run whose ``unique_id`` was already read (a tau2 simulation
+    saved in two files) is a duplicate, listed and not replayed. ``seen`` carries the runs already read across
+    several calls (one read of several paths).
 
     ``scorer`` (``"heuristic"``, ``"pilot"``, a :class:`~rb_otel.steering.scoring.Scorer` or a callable)
     implies ``rescore``; one scorer serves every run of the call, so the pilot's per-agent baselines learn from
@@ -96,8 +106,9 @@ def replay(
     then carry no step lists). ``logger_provider`` receives the log-based GenAI events (fired monitors).
     """
     source = Path(path)
+    passed_over: list[Path] = []
     if source.is_dir():
-        files = directory_files(source)
+        files = directory_files(source, passed_over)
     elif source.is_file():
         files = [source]
     else:
@@ -112,19 +123,28 @@ def replay(
     ids = telemetry.derived_ids()
     problems: list[ImportProblem] = []
     results: list[ReplayResult] = []
+    seen = SeenRuns() if seen is None else seen
     for file in files:
         try:
             fmt = detect(file) if format == "auto" else format
             runs = READERS[fmt](file, problems)
             replayer = _Replayer(telemetry, ids, _digest(file), scorer=resolved, keep_steps=keep_steps)
             for run in runs:
+                if seen.duplicate(run, file, problems):
+                    continue
                 if outcomes is not None:
                     _apply_label(run, outcomes)
                 results.append(replayer.run(run))
+        except NotRuns:
+            if not source.is_dir():
+                raise
+            passed_over.append(file)
         except RecordError as exc:
             if len(files) == 1:
                 raise
             problems.append(ImportProblem(exc.path, exc.where, exc.problem))
+    if (line := not_runs_problem(str(source), passed_over)) is not None:
+        problems.append(line)
     for result in results:
         result.problems = problems
     return results
@@ -221,6 +241,8 @@ def _run_info(run: ImportedRun, scorer: Scorer | None, kind: str) -> RunInfo:
     metadata = {
         k.removeprefix(n.RB_METADATA_PREFIX): v for k, v in run.attributes.items() if k.startswith(n.RB_METADATA_PREFIX)
     }
+    if run.harness:
+        metadata.setdefault("harness", run.harness)
     return RunInfo(
         run_id=run.run_id,
         fields=fields,
@@ -281,6 +303,7 @@ class _Replayer:
             children=children,
             summary=run.summary,
             agent_name=run.agent_name,
+            harness=run.harness,
             task_id=run.task_id,
             group_id=run.group_id or run.task_id or run.run_id,
             model=run.model,

@@ -24,9 +24,10 @@ from pathlib import Path
 
 from rb_otel.analysis.fleet import FleetFilter
 from rb_otel.analysis.imported import read_from_source, source_runs
-from rb_otel.importers.detect import FORMATS, detect, input_files
+from rb_otel.importers.detect import FORMATS, NotRuns, detect, input_files
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
+from rb_otel.importers.reading import SeenRuns, not_runs_problem
 from rb_otel.importers.replay import READERS
 from rb_otel.steering.agent_keys import agent_key, normalise_model
 from rb_otel.steering.pilot.kinds import infer_agent_kind
@@ -75,6 +76,7 @@ class Dataset:
     problems: list[ImportProblem] = field(default_factory=list)
     unlabelled: int = 0
     files: int = 0
+    not_runs: int = 0  # files in the directories read that hold no runs (reports, configs, ...), passed over
 
 
 def failed_of(outcome: str) -> bool | None:
@@ -95,7 +97,9 @@ def read_dataset(
     where: FleetFilter | None = None,
     engine: str = "python",
 ) -> Dataset:
-    """Every labelled run under ``paths`` (files or directories, in name order). ``labels`` sets outcomes by run id.
+    """Every labelled run under ``paths`` (files, or directories with their subfolders, in path order). ``labels``
+    sets outcomes by run id. In a directory, files that hold no runs are passed over and counted (``not_runs``, and
+    one line in ``problems``); a run whose ``unique_id`` was already read is a duplicate (listed, not taken).
 
     With a URL among ``paths`` (a trace store), ``engine="chdb"`` or a filter ``where``, the runs come from that
     source, selected there (:mod:`rb_otel.analysis.imported`).
@@ -114,13 +118,24 @@ def read_dataset(
         taken = [one for run in sourced.runs if (one := _labelled(run, outcomes, data))]
         data.runs = grouped([run for run in taken if run.steps])
         return data
-    for path, in_directory in input_files(paths):
+    passed_over: list[Path] = []
+    seen = SeenRuns()
+    for path, in_directory in input_files(paths, passed_over):
         try:
             if not path.is_file():
                 raise RecordError(str(path), "file", "no such file or directory")
             reader = READERS[detect(path) if format == "auto" else format]
             # each run is taken whole before the next is read: streamed formats read both from one file
-            found = [labelled for run in reader(path, data.problems) if (labelled := _labelled(run, outcomes, data))]
+            found = [
+                labelled
+                for run in reader(path, data.problems)
+                if not seen.duplicate(run, path, data.problems) and (labelled := _labelled(run, outcomes, data))
+            ]
+        except NotRuns:
+            if not in_directory:
+                raise
+            passed_over.append(path)
+            continue
         except RecordError as exc:
             if not in_directory:
                 raise
@@ -128,6 +143,9 @@ def read_dataset(
             continue
         data.files += 1
         data.runs += [run for run in found if run.steps]
+    data.not_runs = len(passed_over)
+    if (line := not_runs_problem(", ".join(map(str, paths)), passed_over)) is not None:
+        data.problems.append(line)
     data.runs = grouped(data.runs)
     return data
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rb_otel.datasets import data_root, source_folder
-from rb_otel.importers.detect import directory_files
 from rb_otel.steering.pilot.kinds import CODING, CUSTOMER_SERVICE
 from rb_otel.training.dataset import Dataset, LabelledRun, grouped, read_dataset
 from rb_otel.training.kept_apart import refuse_kept_apart
@@ -61,7 +60,7 @@ def read_kind(
     out = KindRuns(kind, [])
     for name in sources or DEVELOPMENT_SOURCES[kind]:
         folder = source_folder(f"signal/{name}", base)
-        data: Dataset = read_dataset(directory_files(folder) if _flat(folder) else [folder])
+        data: Dataset = read_dataset([folder])
         out.runs += data.runs
         out.unlabelled[name] = data.unlabelled
         out.problems[name] = len(data.problems)
@@ -69,7 +68,3 @@ def read_kind(
     refuse_kept_apart(out.runs)
     out.runs = grouped(out.runs)
     return out
-
-
-def _flat(folder: Path) -> bool:
-    return not any(p.is_dir() for p in folder.iterdir())

@@ -10,6 +10,7 @@ A tool call's function may be nested (``{"function": {"name", "arguments"}}``, O
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from rb_otel.importers.formats.records import observation as kept_observation
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 
-__all__ = ["read", "steps_from_messages"]
+__all__ = ["ToolResults", "read", "steps_from_messages"]
 
 #: Tools whose arguments are the agent's reasoning rather than an action on the world.
 THINK_TOOLS = frozenset({"think", "thinking", "reason", "scratchpad"})
@@ -34,11 +35,29 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-def _tool(call: Any, results: dict[str, dict[str, Any]]) -> ImportedTool:
+class ToolResults:
+    """Tool results by call id, each taken once, by the first call at or before it: an id reused later in a run
+    (tau2's voice-era agents number calls per turn) is the later call's, never the first's."""
+
+    def __init__(self, messages: list[Any]) -> None:
+        self._by_id: dict[str, deque[tuple[int, dict[str, Any]]]] = {}
+        for i, m in enumerate(messages):
+            if isinstance(m, dict) and m.get("role") == "tool":
+                self._by_id.setdefault(str(m.get("tool_call_id") or m.get("id")), deque()).append((i, m))
+
+    def take(self, call_id: str, position: int) -> dict[str, Any] | None:
+        """The first result for ``call_id`` after message ``position`` not taken yet (earlier ones are orphans)."""
+        queue = self._by_id.get(call_id)
+        while queue and queue[0][0] < position:
+            queue.popleft()
+        return queue.popleft()[1] if queue else None
+
+
+def _tool(call: Any, results: ToolResults, position: int) -> ImportedTool:
     call = call if isinstance(call, dict) else {}
     function = call.get("function") if isinstance(call.get("function"), dict) else call
     call_id = str(call.get("id") or "")
-    result = results.get(call_id)
+    result = results.take(call_id, position)
     error = None
     if result is not None and (result.get("error") is True or str(result.get("error", "")).lower() == "true"):
         error = "tool_error"
@@ -66,12 +85,10 @@ def steps_from_messages(
     """The model calls in ``messages`` and the first user message (the task). Bad messages become problems.
 
     A step's observation is its first tool result or, for a turn without tool calls, the next user message
-    (a simulated user's reply is what the agent sees next).
+    (a simulated user's reply is what the agent sees next). A call's result is the first tool message with its id
+    after the call (ids may be reused later in a run).
     """
-    results: dict[str, dict[str, Any]] = {}
-    for m in messages:
-        if isinstance(m, dict) and m.get("role") == "tool":
-            results[str(m.get("tool_call_id") or m.get("id"))] = m
+    results = ToolResults(messages)
     steps: list[ImportedStep] = []
     task = ""
     for i, message in enumerate(messages):
@@ -82,7 +99,7 @@ def steps_from_messages(
             task = text(message.get("content"))[:2000]
         if message["role"] != "assistant":
             continue
-        tools = [_tool(call, results) for call in message.get("tool_calls") or []]
+        tools = [_tool(call, results, i) for call in message.get("tool_calls") or []]
         acting = [t for t in tools if t.name.lower() not in THINK_TOOLS]
         observation = acting[0].result if acting else _next_user_text(messages, i)
         steps.append(

@@ -70,6 +70,7 @@ def imported_run(run: ReportRun) -> ImportedRun:
         source="otlp_json",
         steps=[_step(i, s) for i, s in enumerate(steps)],
         agent_name=run.agent,
+        harness=str(run.attributes.get(n.RB_METADATA_PREFIX + "harness") or ""),  # as a replay recorded it
         model=models.most_common(1)[0][0] if models else "",
         task_id=task,
         group_id=task or run.run_id,

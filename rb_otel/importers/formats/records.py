@@ -4,6 +4,7 @@ record's fields (text, integers, timestamps, a kept view of an observation)."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -12,7 +13,17 @@ from typing import Any
 from rb_otel.importers.model import ImportProblem, RecordError
 from rb_otel.steering.text import bounded_view
 
-__all__ = ["OBSERVATION_KEPT", "as_int", "dump", "iso_seconds", "json_lines", "load_json", "observation", "text"]
+__all__ = [
+    "OBSERVATION_KEPT",
+    "as_int",
+    "dump",
+    "iso_seconds",
+    "json_lines",
+    "load_json",
+    "observation",
+    "remember_document",
+    "text",
+]
 
 #: What an imported step keeps of a long observation: its head and tail (a scorer reads a smaller view of them).
 OBSERVATION_KEPT = (2000, 2000)
@@ -23,7 +34,30 @@ def observation(value: str | None) -> str | None:
     return bounded_view(value, *OBSERVATION_KEPT) if value else None
 
 
+# The document format detection parsed last, on this thread: the reader that follows takes it instead of parsing
+# the file again (a trajectory is read twice otherwise). Keyed by the file's path, size and modification time.
+_last = threading.local()
+
+
+def remember_document(path: Path, document: Any) -> None:
+    """Keep ``document`` (``path`` parsed) for the next :func:`load_json` of the same, unchanged file."""
+    _last.entry = (_file_key(path), document)
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
 def load_json(path: Path) -> Any:
+    remembered = getattr(_last, "entry", None)
+    _last.entry = None
+    if remembered is not None:
+        try:
+            if remembered[0] == _file_key(path):
+                return remembered[1]
+        except OSError:
+            pass
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -1,15 +1,17 @@
-"""docs/signal.md's headline: each development agent held out in turn, fitted on the others, scored live.
+"""docs/signal.md's headline: each development agent held out in turn within its kind, fitted on the others of
+that kind, scored live; whether a kind's pilot may be its default; SKIP per agent; the converged coding runs.
 
-    python research/leave_one_agent_out.py [--data DATA_ROOT] [--json out.json]
+    python research/leave_one_agent_out.py [--data DATA_ROOT] [--kind coding] [--json out.json]
 
-Reads the development records from the data root (``--data``, else ``RB_OTEL_DATA``, ``../shared/data`` beside the
-repository or ``make data``'s ``data/``; archives are unpacked outside the repository), reads every
-labelled run (five agents: Gemini 3 Pro in mini-swe-agent on SWE-bench Verified; grok-3, grok-3-mini, grok-4 and
-grok-4-fast-reasoning on tau2-bench), and runs :func:`rb_otel.training.held_out.leave_one_agent_out` twice: as
-``rb-otel train`` does (the held-out agent's runs out of the fit) and with its task groups kept out too (no
-customer on both sides). Beside it, the converged side of the successful coding runs: the share of each one's
-tokens spent after its last change to the workspace (label-free). Writes the JSON that docs/signal.md's tables
-come from (``research/leave_one_agent_out_report.json``); about 5 minutes on two cores.
+Reads every development source of each kind natively from the data root (``--data``, else ``RB_OTEL_DATA``,
+``../shared/data`` beside the repository or ``make data``'s ``data/``; archives are unpacked outside the
+repository): customer service, the seven tau2-bench sources; coding, the three mini-swe-agent sources. An agent is
+a harness and a model; runs without an outcome are left out and counted; nothing the data's README keeps apart is
+let in (``rb_otel.training.kept_apart``). Each agent with 20 runs of each outcome is held out in turn
+(:func:`rb_otel.training.development.held_out`), then :func:`rb_otel.training.development.default_decision`
+says whether the kind's pilot may be its default. For coding, the converged side and the candidate stop rule
+(:mod:`rb_otel.training.converged`). Writes the JSON docs/signal.md's tables come from
+(``research/leave_one_agent_out_report.json``).
 """
 
 from __future__ import annotations
@@ -19,50 +21,63 @@ import json
 import sys
 import time
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from half_split import SOURCES  # noqa: E402
+from rb_otel.datasets import data_root  # noqa: E402
+from rb_otel.steering.pilot.kinds import AGENT_KINDS, CODING  # noqa: E402
+from rb_otel.training.converged import converged_rule_by_agent  # noqa: E402
+from rb_otel.training.dataset import agent_unit  # noqa: E402
+from rb_otel.training.development import default_decision, held_out, read_kind  # noqa: E402
 
-from rb_otel.datasets import data_root, source_folder  # noqa: E402
-from rb_otel.training.dataset import read_dataset  # noqa: E402
-from rb_otel.training.held_out import leave_one_agent_out, tokens_after_last_change  # noqa: E402
+
+def say(line: str) -> None:
+    print(f"  {line}", file=sys.stderr, flush=True)
+
+
+def kind_report(kind: str, root: Path, max_false_stops: float) -> dict[str, Any]:
+    started = time.perf_counter()
+    data = read_kind(kind, root, progress=say)
+    agents: dict[str, list[int]] = {}
+    for run in data.runs:
+        agents.setdefault(agent_unit(run), [0, 0])[run.failed] += 1
+    report = held_out(data.runs, max_false_stops=max_false_stops, progress=say)
+    ships, why = default_decision(report)
+    print(f"== {kind}: {len(data.runs)} labelled runs, {len(agents)} agents")
+    print("\n".join(report.lines()))
+    print(f"default pilot for {kind}: {'pilot/3' if ships else 'pilot/1 kept'} ({why})")
+    out: dict[str, Any] = {
+        "sources": {
+            name: {"unlabelled": data.unlabelled[name], "problems": data.problems[name]} for name in data.unlabelled
+        },
+        "agents": {name: {"successful": ok, "failed": failed} for name, (ok, failed) in sorted(agents.items())},
+        "held_out": report.as_dict(),
+        "default": {"ships": ships, "why": why},
+    }
+    if kind == CODING:
+        figures = converged_rule_by_agent(data.runs)
+        out["converged"] = [f.as_dict() for f in figures]
+        for f in figures:
+            rule = (f"k = {f.k}: stops {f.stopped} runs, {f.risky} of them change their patch later "
+                    f"({f.risk:.1%}), saves {f.tokens_saved:.1%} of tokens") if f.k is not None else \
+                "no k kept the risk within 0.5% on the other agents"  # fmt: skip
+            print(f"converged: {f.agent}: successful runs spent {f.after_last_change_mean:.1%} of their tokens "
+                  f"(median {f.after_last_change_median:.1%}) after their last change; {rule}")  # fmt: skip
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--data", type=Path, default=None, help="the data root (default: as rb_otel.datasets finds it)")
+    parser.add_argument("--kind", choices=AGENT_KINDS, action="append", default=[])
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--max-false-stops", type=float, default=0.02)
     args = parser.parse_args()
-    runs = []
-    converged: list[float] = []
     root = args.data or data_root()
-    for name, (source, labels) in SOURCES.items():
-        folder = source_folder(source, root)
-        data = read_dataset([folder], labels=folder / labels if labels else None)
-        runs += data.runs
-        if name.startswith("coding"):
-            shares = [tokens_after_last_change(r) for r in data.runs if not r.failed]
-            converged = [s for s in shares if s is not None]
-    out: dict[str, object] = {}
-    for key, apart in (("held_out", False), ("held_out_with_tasks_apart", True)):
-        started = time.perf_counter()
-        report = leave_one_agent_out(runs, max_false_stops=args.max_false_stops, keep_tasks_apart=apart,
-                                     progress=lambda line: print(f"  {line}", file=sys.stderr))  # fmt: skip
-        print("\n".join(report.lines()))
-        out[key] = {**report.as_dict(), "seconds": round(time.perf_counter() - started, 1)}
-    out["converged_side"] = {
-        "what": "share of each successful coding run's tokens spent after its last change to the workspace",
-        "runs": len(converged),
-        "mean": float(np.mean(converged)),
-        "median": float(np.median(converged)),
-    }
-    print(f"converged side: successful coding runs spent {np.mean(converged):.1%} of their tokens (median "
-          f"{np.median(converged):.1%}) after their last change to the workspace ({len(converged)} runs)")  # fmt: skip
+    out = {kind: kind_report(kind, root, args.max_false_stops) for kind in args.kind or AGENT_KINDS}
     if args.json is not None:
         args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -304,6 +304,12 @@ def test_a_failure_while_adding_the_middleware_leaves_the_agent_as_asked(
         ({"RB_OTEL_SCORER": "heuristic", "RB_OTEL_PILOT_MODEL": "m.json"}, InstrumentSettings(), "is not used"),
         ({"RB_OTEL_SCORER": "magic"}, InstrumentSettings(), "RB_OTEL_SCORER='magic' is not one of heuristic, pilot"),
         ({"RB_OTEL_STEERING": "off"}, InstrumentSettings(), "RB_OTEL_STEERING='off' is not one of on, observe"),
+        ({"RB_OTEL_AGENT_KIND": "coding"}, InstrumentSettings(agent_kind="coding"), ""),
+        (
+            {"RB_OTEL_AGENT_KIND": "chat"},
+            InstrumentSettings(),
+            "RB_OTEL_AGENT_KIND='chat' is not one of coding, customer_service",
+        ),
     ],
 )
 def test_settings_from_the_environment(

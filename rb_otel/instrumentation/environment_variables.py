@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["RB_OTEL_AGENT_NAME", "RB_OTEL_PILOT_MODEL", "RB_OTEL_SCORER", "RB_OTEL_STEERING"]
+__all__ = ["RB_OTEL_AGENT_KIND", "RB_OTEL_AGENT_NAME", "RB_OTEL_PILOT_MODEL", "RB_OTEL_SCORER", "RB_OTEL_STEERING"]
 
 RB_OTEL_AGENT_NAME: Final = "RB_OTEL_AGENT_NAME"
 """
@@ -34,6 +34,14 @@ RB_OTEL_PILOT_MODEL: Final = "RB_OTEL_PILOT_MODEL"
 .. envvar:: RB_OTEL_PILOT_MODEL
 
 A pilot model file ``rb-otel train`` wrote, for the pilot scorer. Default: the shipped pilot.
+"""
+
+RB_OTEL_AGENT_KIND: Final = "RB_OTEL_AGENT_KIND"
+"""
+.. envvar:: RB_OTEL_AGENT_KIND
+
+The kind of agent instrumented agents are (``coding`` or ``customer_service``), which picks the pilot's default model
+(docs/signal.md, "A default pilot per kind"). Default: inferred per run from the agent's tools.
 """
 
 RB_OTEL_STEERING: Final = "RB_OTEL_STEERING"

@@ -93,6 +93,7 @@ class ReasonBlocksInstrumentor(BaseInstrumentor):  # type: ignore[misc]  # the b
                     self._reasonblocks = ReasonBlocks(
                         scorer=settings.scorer,
                         pilot_model=settings.pilot_model,
+                        agent_kind=settings.agent_kind,
                         tracer_provider=providers.get("tracer_provider"),
                         meter_provider=providers.get("meter_provider"),
                         logger_provider=providers.get("logger_provider"),

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rb_otel.instrumentation.environment_variables import (
+    RB_OTEL_AGENT_KIND,
     RB_OTEL_AGENT_NAME,
     RB_OTEL_PILOT_MODEL,
     RB_OTEL_SCORER,
     RB_OTEL_STEERING,
 )
+from rb_otel.steering.pilot.kinds import AGENT_KINDS
 
 __all__ = ["SCORERS", "STEERING", "InstrumentSettings", "read_settings"]
 
@@ -28,13 +30,14 @@ STEERING = {"on": True, "observe": False}
 
 @dataclass(frozen=True, slots=True)
 class InstrumentSettings:
-    """What every instrumented agent gets: its default name, its scorer (and the pilot's model file) and whether it
-    is steered or only observed."""
+    """What every instrumented agent gets: its default name, its scorer (and the pilot's model file and kind of agent)
+    and whether it is steered or only observed."""
 
     agent_name: str = ""
     scorer: str = "heuristic"
     pilot_model: Path | None = None
     steer: bool = True
+    agent_kind: str | None = None  # None: inferred per run from the agent's tools
 
 
 def _choice(environ: Mapping[str, str], variable: str, accepted: tuple[str, ...], default: str) -> str:
@@ -57,9 +60,11 @@ def read_settings(environ: Mapping[str, str] | None = None) -> InstrumentSetting
         _log.warning("%s is set but %s=%s: the model file is not used", RB_OTEL_PILOT_MODEL, RB_OTEL_SCORER, scorer)
         pilot_model = None
     steering = _choice(env, RB_OTEL_STEERING, tuple(STEERING), "on")
+    kind = _choice(env, RB_OTEL_AGENT_KIND, AGENT_KINDS, "")
     return InstrumentSettings(
         agent_name=env.get(RB_OTEL_AGENT_NAME, "").strip(),
         scorer=scorer,
         pilot_model=pilot_model,
         steer=STEERING[steering],
+        agent_kind=kind or None,
     )

@@ -11,7 +11,8 @@ __all__ = ["agent_key", "normalise_model"]
 
 _log = logging.getLogger("rb_otel.baselines")
 
-_PROVIDER_PREFIX = re.compile(r"^[a-z0-9][a-z0-9_.\-]*:(?!\d)")  # "anthropic:", "google_genai:" (not "host:8080")
+# "anthropic:", "google_genai:" (not "host:8080", nor OpenAI's "ft:" of a fine-tuned model: that is another model)
+_PROVIDER_PREFIX = re.compile(r"^(?!ft:)[a-z0-9][a-z0-9_.\-]*:(?!\d)")
 _warned_unnamed: set[str] = set()
 _warn_lock = threading.Lock()
 

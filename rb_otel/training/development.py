@@ -9,16 +9,22 @@ an outcome are left out and counted. Nothing the data's README keeps apart may b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rb_otel.datasets import data_root, source_folder
 from rb_otel.steering.pilot.kinds import CODING, CUSTOMER_SERVICE
 from rb_otel.training.dataset import Dataset, LabelledRun, grouped, read_dataset
+from rb_otel.training.held_out import EARLY_STEP, HeldOutReport, leave_one_agent_out
 from rb_otel.training.kept_apart import refuse_kept_apart
 
-__all__ = ["DEVELOPMENT_SOURCES", "KindRuns", "read_kind"]
+__all__ = ["DEVELOPMENT_SOURCES", "SHIP_MARGIN", "KindRuns", "default_decision", "held_out", "read_kind"]
+
+#: How far above every oriented size baseline at step 10 a kind's pilot must be on the median held-out agent to
+#: become that kind's default (and below none with 100 runs or more).
+SHIP_MARGIN = 0.05
 
 #: The development sources of each kind (folders or archives under the data root's ``signal/``).
 DEVELOPMENT_SOURCES: dict[str, tuple[str, ...]] = {
@@ -68,3 +74,29 @@ def read_kind(
     refuse_kept_apart(out.runs)
     out.runs = grouped(out.runs)
     return out
+
+
+def held_out(runs: Sequence[LabelledRun], **options: Any) -> HeldOutReport:
+    """:func:`~rb_otel.training.held_out.leave_one_agent_out` on development runs, after refusing any run of an
+    agent the README keeps apart (``ValueError``: no such run reaches a fit). ``rb-otel train`` on a user's own runs
+    has no such rule: a user's OpenHands runs are theirs to fit."""
+    refuse_kept_apart(runs)
+    return leave_one_agent_out(runs, **options)
+
+
+def default_decision(report: HeldOutReport, *, min_runs: int = 100) -> tuple[bool, str]:
+    """Whether a kind's pilot, held out agent by agent (``report``), may become the kind's default, and why: at
+    step 10 its margin over the best size baseline oriented on the training agents is at least
+    :data:`SHIP_MARGIN` on the median held-out agent, and below zero on none with ``min_runs`` runs or more."""
+    summary = report.summary(early=True)
+    median = summary["oriented"]["median_margin"]
+    if median is None:
+        return False, "no agent of this kind could be held out"
+    below = [f"{a.agent} ({a.margin(early=True):+.3f})" for a in report.agents
+             if a.runs >= min_runs and not a.margin(early=True) >= 0]  # fmt: skip
+    ships = median >= SHIP_MARGIN and not below
+    parts = [f"step {EARLY_STEP}: the median held-out agent is {median:+.3f} over the oriented size baselines "
+             f"(a default needs {SHIP_MARGIN:+.3f})"]  # fmt: skip
+    parts.append(f"below them with {min_runs}+ runs: {', '.join(below)}" if below else
+                 f"below them on no agent with {min_runs}+ runs")  # fmt: skip
+    return ships, "; ".join(parts)

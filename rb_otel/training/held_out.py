@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 from rb_otel.evaluation.metrics import auroc, wilson_upper
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.pilot.kinds import infer_agent_kind
+from rb_otel.training.converged import tokens_after_last_change  # (its home now; still importable from here)
 from rb_otel.training.cv import grouped_folds, out_of_fold, select, select_for_transfer
 from rb_otel.training.dataset import LabelledRun, agent_unit
 from rb_otel.training.features import PrefixData, agent_balanced, extract, prior_of
@@ -447,19 +448,3 @@ def leave_one_agent_out(
         figures = held_out_agent(train, held, agent=agent, max_false_stops=max_false_stops, seed=seed, fit=fit)
         report.agents.append(replace(figures, kind=kind, across_kinds=not within_kind))
     return report
-
-
-def tokens_after_last_change(run: LabelledRun) -> float | None:
-    """The share of a run's tokens spent after its last change to the workspace (the converged side: what a run
-    that had already done its work went on to spend); ``None`` for a run that never changed anything or reports
-    no tokens. Label-free: the same rule as the ``since_change`` signal."""
-    from rb_otel.steering.pilot.progress import call_writes
-
-    last = None
-    for i, step in enumerate(run.steps):
-        if step.action is not None and call_writes(step.action, step.action_input or ""):
-            last = i
-    total = sum(run.tokens)
-    if last is None or total <= 0:
-        return None
-    return sum(run.tokens[last + 1 :]) / total

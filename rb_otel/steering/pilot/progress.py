@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 
 from rb_otel.steering.scoring.protocol import ScorerStep
 
-__all__ = ["KEYS_KEPT", "PROGRESS_FEATURES", "DriftScore", "ProgressTracker"]
+__all__ = ["KEYS_KEPT", "PROGRESS_FEATURES", "DriftScore", "ProgressTracker", "runs_check"]
 
 #: The progress signals, in the order :meth:`ProgressTracker.values` returns them (docs/signal.md has their rows).
 PROGRESS_FEATURES: tuple[str, ...] = (
@@ -188,6 +188,27 @@ def _runs_tests(action: str, arguments: str) -> bool:
     if _TEST_MODULES.search(command) or _TEST_TOOLS.search(command):
         return True
     return any(words[0].rsplit("/", 1)[-1] in _TEST_PROGRAMS for words in _segments(command))
+
+
+#: A command that runs code: ``python script.py``, ``python -c ...``, ``python -m module`` (not pip).
+_RUNS_PYTHON = re.compile(r"^(?:python3?(?:\.\d+)?|pypy3?)$")
+
+
+def runs_check(action: str, arguments: str) -> bool:
+    """Whether a call checks the work: it runs the tests (a *test run*) or runs code (``python script.py``,
+    ``python -c``, ``python -m`` anything but pip)."""
+    if _runs_tests(action, arguments):
+        return True
+    if not is_shell(action, arguments):
+        return False
+    parsed = _arguments(arguments)
+    command = str(parsed.get("command", "")) if parsed else arguments
+    for words in _segments(command):
+        if _RUNS_PYTHON.match(words[0].rsplit("/", 1)[-1]) and len(words) > 1:
+            target = words[2] if words[1] == "-m" and len(words) > 2 else words[1]
+            if target not in {"pip", "-V", "--version"}:
+                return True
+    return False
 
 
 def return_code(observation: str) -> int | None:

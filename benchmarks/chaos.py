@@ -150,19 +150,24 @@ def _figure(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.0f}%"
+
+
 def print_result(result: Result) -> None:
     head = (
         f"{'fault':<44} {'runs':>5} {'ended':>5} {'root':>5} {'spans':>6} {'arrived':>7} {'lost':>5} {'dup':>4}"
-        f" {'recover s':>9} {'slower':>6}  promise"
+        f" {'recover s':>9} {'slower':>6} {'cpu':>5}  promise"
     )
     print(head)
     print("-" * len(head))
     for t in result.tallies:
         slower = None if t.overhead is None else 100 * (t.overhead - 1)
+        cpu = None if t.cpu_overhead is None else 100 * (t.cpu_overhead - 1)
         print(
             f"{t.label[:44]:<44} {t.started:>5} {t.ended:>5} {t.roots_arrived:>5} {t.spans_ended:>6}"
             f" {t.spans_arrived:>7} {t.lost_total:>5} {t.duplicates:>4} {_figure(t.recover_s, '9.1f'):>9}"
-            f" {_figure(slower, '+5.0f') + ('%' if slower is not None else ''):>6}  {PROMISES.get(t.kind, '-')}"
+            f" {_percent(slower):>6} {_percent(cpu):>5}  {PROMISES.get(t.kind, '-')}"
         )
         for cause, n in sorted(t.lost.items()):
             if n:

@@ -1,7 +1,8 @@
 """The count of a chaos run: the workers' ledgers (what was started, ended, handed over, accepted) against what the
 receiver wrote (what arrived), and every loss set against the promise of ``docs/failure-handling.md``.
 
-A span that ended and never arrived is explained by one cause, or it breaks the promise:
+A span that ended and never arrived is explained by one cause (and counted in the row of the fault that caused it),
+or it breaks the promise:
 
 * ``kill -9``: the process was killed with it not yet accepted by the Collector, and it ended at most
   :data:`KILL_WINDOW_S` before the kill (the 200 ms handover bound, the 1 s batch delay of ``configure()``, and
@@ -184,23 +185,31 @@ class Count:
     def _collector_away(self, start: float, end: float) -> bool:
         return any(a <= end and start <= b for a, b in self._intervals("collector"))
 
-    def _cause(self, proc: Proc, ended_at: float, acked_at: float | None) -> str:
-        """Why a span that ended at ``ended_at`` in ``proc`` never arrived, or ``unexplained``."""
+    def _cause(self, proc: Proc, ended_at: float, acked_at: float | None) -> tuple[str, float | None]:
+        """Why a span that ended at ``ended_at`` in ``proc`` never arrived (or ``unexplained``), and when what lost
+        it happened (the kill, the SIGTERM, the Collector's stop; ``None`` when unexplained)."""
         if acked_at is not None:
             refusals = self._intervals("refuse", "disk-receiver")
             for fault in self.faults:
                 stopped = fault.detail.get("stopped")
                 held = fault.kind == "collector" and stopped and acked_at <= stopped
                 if held and any(a <= stopped <= b + COLLECTOR_BACKOFF_S for a, b in refusals):
-                    return "the Collector's memory"
-            return "unexplained (accepted by the Collector)"
+                    return "the Collector's memory", stopped
+            return "unexplained (accepted by the Collector)", None
         if proc.fate == "killed":
             if proc.fate_at - KILL_WINDOW_S <= ended_at <= proc.fate_at:
-                return "kill -9"
-            return "unexplained (killed, ended too long before)"
+                return "kill -9", proc.fate_at
+            return "unexplained (killed, ended too long before)", None
         if proc.fate == "sigterm" and self._collector_away(proc.fate_at, proc.fate_at + EXIT_S):
-            return "SIGTERM while the Collector was away"
-        return f"unexplained ({proc.fate or 'alive'}, never accepted)"
+            return "SIGTERM while the Collector was away", proc.fate_at
+        return f"unexplained ({proc.fate or 'alive'}, never accepted)", None
+
+    def _lose(self, tallies: list[Tally], proc: Proc, ended_at: float, acked_at: float | None) -> None:
+        """Count a span that ended and never arrived in the row of what lost it (else of its end)."""
+        cause, at = self._cause(proc, ended_at, acked_at)
+        tally = tallies[(self._window(at) if at is not None else self._span_window(proc, ended_at)) + 1]
+        tally.spans_ended += 1
+        tally.lost[cause] += 1
 
     def _window(self, t: float) -> int:
         """Index of the window (a fault not inside another) that holds ``t`` (-1: before the first fault)."""
@@ -252,20 +261,17 @@ class Count:
         said_ended = len(run.calls) + (1 if run.end is not None else 0)
         ended = max(said_ended, len(spans))
         for span in spans:
+            if span not in arrived:
+                self._lose(tallies, proc, self.handed[span][2], self.acked.get(span))
+                continue
             span_tally = tallies[self._span_window(proc, self.handed[span][2]) + 1]
             span_tally.spans_ended += 1
-            if span in arrived:
-                span_tally.spans_arrived += 1
-                span_tally.duplicates += self.arrivals[span] - 1
-            else:
-                span_tally.lost[self._cause(proc, self.handed[span][2], self.acked.get(span))] += 1
+            span_tally.spans_arrived += 1
+            span_tally.duplicates += self.arrivals[span] - 1
         unhanded = ended - len(spans)
         if unhanded > 0:  # ended in the agent, never handed to the SDK: only a killed process can leave these
-            times = sorted(run.calls)[-unhanded:] or [run.start]
-            for t in times:
-                span_tally = tallies[self._span_window(proc, t) + 1]
-                span_tally.spans_ended += 1
-                span_tally.lost[self._cause(proc, t, None)] += 1
+            for t in sorted(run.calls)[-unhanded:] or [run.start]:
+                self._lose(tallies, proc, t, None)
 
     def _check(self, fault: Fault, tally: Tally) -> None:
         if fault.kind == "kill":

@@ -42,14 +42,14 @@ COLLECTOR_BACKOFF_S = 5.0 + 0.2
 OVERHEAD_BOUND = 1.10
 
 PROMISES = {
-    "kill": "lost: each killed worker's run in flight, and spans ended in the 5.2 s before the kill",
-    "sigterm": "nothing lost: runs in flight end as 'failure: SIGTERM' and arrive; exit within 6 s",
-    "collector": "nothing lost (retried for 300 s, 8,192 spans held per process); agents <= 10% slower",
-    "redis": "no span lost; no run start waits more than once; baselines per the store's persistence",
-    "disk-sqlite": "no span lost; baseline summaries wait in each worker (4,096) and are written after",
-    "disk-receiver": "nothing lost: the receiver answers 503, the Collector retries for 300 s",
-    "refuse": "nothing lost: the Collector retries 503 and 429 for 300 s",
-    "together": "only what each fault allows; also a SIGTERM while the Collector is away loses that queue, and "
+    "kill": "each killed worker's run in flight; spans ended in the 5.2 s before the kill",
+    "sigterm": "nothing: runs in flight end (`failure: SIGTERM`) and arrive; exit within 6 s",
+    "collector": "nothing (up to 300 s, 8,192 spans a process); agents at most 10% slower",
+    "redis": "no span; baselines as the store's persistence allows",
+    "disk-sqlite": "no span; no baseline summary (4,096 wait in each worker)",
+    "disk-receiver": "nothing (the receiver answers 503; the Collector retries for 300 s)",
+    "refuse": "nothing (the Collector retries 503 and 429 for 300 s)",
+    "together": "what each fault allows, and: a SIGTERM while the Collector is away loses that worker's queue; "
     "the Collector stopped while its backend refuses loses what it held",
 }
 

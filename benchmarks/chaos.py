@@ -131,6 +131,10 @@ def run(plan: str, workers: int, folder: Path, **fleet_options: Any) -> Result:
     fleet = Fleet(folder, workers, redis_aof=plan == "ci", **fleet_options)
     try:
         fleet.open()
+    except BaseException:
+        fleet.abort()
+        raise
+    try:
         PLANS[plan](fleet)
     finally:
         try:

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
 
-.PHONY: data readme-image docs mutate pilot1-weights train-pilot half-split held-out demo test lint typecheck unit bench bench-floors bench-scale bench-growth bench-memory profile wheel clean
+.PHONY: data readme-image docs mutate pilot1-weights train-pilot half-split held-out demo test lint typecheck unit bench bench-floors bench-scale bench-growth bench-memory chaos profile wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -118,6 +118,12 @@ bench-growth: $(STAMP)
 ## bench-memory: RSS across 5,000 sequential runs and rounds of 200 concurrent runs
 bench-memory: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py
+
+## chaos: 50 worker processes under faults (kill -9, rolling SIGTERM, the Collector away 5/30/120 s, Redis restarted,
+## full disks, 503 then 429), what arrived counted against docs/failure-handling.md's promises (about 10 minutes; root;
+## CHAOS_ARGS="--json FILE --keep" to keep the figures and the ledgers)
+chaos: $(STAMP)
+	$(BIN)/python benchmarks/chaos.py $(CHAOS_ARGS)
 
 ## profile: py-spy flame graph and summary of the hot path -> benchmarks/profiles/
 profile: $(STAMP)

@@ -199,7 +199,7 @@ CONTRIB = {
         "kafka",
         "clickhouse",
     },
-    "extensions": {"health_check", "pprof", "zpages", "basicauth", "bearertokenauth"},
+    "extensions": {"health_check", "pprof", "zpages", "basicauth", "bearertokenauth", "file_storage"},
 }
 
 
@@ -210,6 +210,7 @@ CONTRIB = {
         "collector/gateway/agent-tier.yaml",
         "collector/gateway/sampling-tier.yaml",
         "collector/clickhouse.yaml",
+        "collector/otelcol-persistent-queue.yaml",
     ],
 )
 def test_collector_configs_are_complete(config: str) -> None:
@@ -228,6 +229,20 @@ def test_collector_configs_are_complete(config: str) -> None:
                 assert re.match(r"^((https?|tcp|clickhouse)://)?[\w.\-]+:\d+", endpoint), (
                     f"{name}: endpoint without host:port"
                 )
+
+
+def test_the_persistent_queue_config_keeps_refused_batches_on_disk() -> None:
+    cfg = yaml.safe_load((ROOT / "collector/otelcol-persistent-queue.yaml").read_text())
+    exporters = cfg["service"]["pipelines"]["traces"]["exporters"]
+    assert exporters
+    for name in exporters:
+        spec = cfg["exporters"][name]
+        storage = spec["sending_queue"]["storage"]
+        assert spec["sending_queue"]["enabled"] and storage.split("/")[0] == "file_storage"
+        assert storage in cfg["service"]["extensions"]  # defined is not enough: it must be started
+        assert cfg["extensions"][storage]["directory"] and cfg["extensions"][storage].get("fsync") is True
+        retry = spec["retry_on_failure"]
+        assert retry["enabled"] and retry["max_elapsed_time"] in ("0", "0s")  # the disk bounds it, not a timer
 
 
 def test_docker_compose_pins_images_and_has_no_default_password() -> None:

@@ -9,6 +9,9 @@ Precedence is argument > environment variable > default:
   log-based GenAI events (``gen_ai.evaluation.result``, content as events) on :attr:`Providers.logger_provider`.
 * ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``grpc`` (default) or ``http/protobuf``; endpoint, headers and timeouts are
   read by the OTLP exporters themselves.
+* ``RB_OTEL_EXPORT_RETRY_S``: how long a refused span batch is retried (:mod:`rb_otel.telemetry.retry`; default
+  300 s, 0 for the SDK's own retries only); ``OTEL_BSP_MAX_QUEUE_SIZE`` (default 8,192 here) and
+  ``OTEL_BSP_SCHEDULE_DELAY`` (default 1,000 ms here) size what is held meanwhile and what a ``kill -9`` can lose.
 * ``OTEL_EXPORTER_PROMETHEUS_HOST`` / ``_PORT``: the pull endpoint, bound to 127.0.0.1 unless told otherwise.
 * ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER``: honoured by the SDK.
 """
@@ -35,6 +38,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from rb_otel import process_exit
 from rb_otel.telemetry.export import CountingSpanExporter
 from rb_otel.telemetry.otlp_json import OtlpJsonMetricExporter, OtlpJsonSpanExporter
+from rb_otel.telemetry.retry import (
+    DEFAULT_MAX_QUEUE_SIZE,
+    DEFAULT_RETRY_BUDGET_S,
+    HoldingBatchSpanProcessor,
+    RetryAfter,
+    RetryingSpanExporter,
+)
 
 __all__ = ["Providers", "configure"]
 
@@ -45,6 +55,11 @@ DEFAULT_PROMETHEUS_HOST = "127.0.0.1"
 DEFAULT_PROMETHEUS_PORT = 9464
 #: Seconds one OTLP export may take (retries included) before it gives up: well under a user's patience.
 DEFAULT_EXPORT_TIMEOUT_S = 4.0
+#: The longest an ended span waits in the batch processor before its export starts (ms; the SDK's default is
+#: 5,000): with the 200 ms handover bound, what a ``kill -9`` can lose. An export a second costs a process little.
+DEFAULT_SCHEDULE_DELAY_MS = 1000
+#: The variable that sets how long a refused span batch is retried (seconds; argument > variable > default).
+RETRY_ENV = "RB_OTEL_EXPORT_RETRY_S"
 
 
 @dataclass
@@ -140,13 +155,42 @@ def _export_timeout(argument: float | None) -> float:
     return DEFAULT_EXPORT_TIMEOUT_S
 
 
-def _span_exporter(kind: str, traces_file: Path | None, timeout_s: float) -> SpanExporter | None:
+def _retry_budget(argument: float | None) -> float:
+    if argument is not None:
+        if not argument >= 0:
+            raise ValueError(f"export_retry_s must be 0 or more, got {argument!r}")
+        return float(argument)
+    raw = os.environ.get(RETRY_ENV, "").strip()
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if value >= 0:
+            return value
+        _log.warning("%s=%r is not a number of seconds; using %s", RETRY_ENV, raw, DEFAULT_RETRY_BUDGET_S)
+    return DEFAULT_RETRY_BUDGET_S
+
+
+def _bsp_setting(env: str, default: int) -> int | None:
+    """``default`` unless the SDK's own variable ``env`` is set (then ``None``: the SDK reads it)."""
+    return None if os.environ.get(env, "").strip() else default
+
+
+def _span_exporter(
+    kind: str, traces_file: Path | None, timeout_s: float, retry_after: RetryAfter | None = None
+) -> SpanExporter | None:
     if kind == "otlp":
         if _otlp_http():
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
                 OTLPSpanExporter as HttpSpanExporter,
             )
 
+            if retry_after is not None and not os.environ.get(
+                "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER"
+            ):
+                # a session that tells the retries what a 429 or 503 asked for (Retry-After)
+                return HttpSpanExporter(timeout=timeout_s, session=retry_after.session())
             return HttpSpanExporter(timeout=timeout_s)
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 
@@ -217,24 +261,43 @@ def _prometheus_reader(port: int | None) -> tuple[MetricReader, int]:
     return PrometheusMetricReader(), int(server.server_port)
 
 
-def _tracer_provider(
-    resource: Resource, kinds: list[str], traces_file: str | Path | None, timeout_s: float, descriptions: list[str]
+def _tracer_provider(  # noqa: PLR0917 (private, one caller)
+    resource: Resource,
+    kinds: list[str],
+    traces_file: str | Path | None,
+    timeout_s: float,
+    retry_s: float,
+    descriptions: list[str],
 ) -> tuple[TracerProvider, CountingSpanExporter | None, str]:
-    """The tracer provider, the exporter whose deliveries are counted (the first one), and where it sends."""
+    """The tracer provider, the exporter whose deliveries are counted (the first one), and where it sends. An OTLP
+    exporter retries refused batches for ``retry_s`` seconds while its processor's queue holds what ends meanwhile
+    (:mod:`rb_otel.telemetry.retry`)."""
     # No atexit shutdown: the caller shuts down (Providers.shutdown), and a Ctrl-C during that wait must end the
     # process rather than start the same bounded wait again from an exit handler.
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     counting = None
     target = ""
+    sizes: dict[str, Any] = {
+        "max_queue_size": _bsp_setting("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE),
+        "schedule_delay_millis": _bsp_setting("OTEL_BSP_SCHEDULE_DELAY", DEFAULT_SCHEDULE_DELAY_MS),
+        "export_timeout_millis": int(timeout_s * 1000),
+    }
     for kind in kinds:  # each named exporter gets its own processor; the first is the one counted
-        span_exporter = _span_exporter(kind, Path(traces_file) if traces_file else None, timeout_s)
+        retry_after = RetryAfter() if kind == "otlp" and retry_s > 0 else None
+        span_exporter = _span_exporter(kind, Path(traces_file) if traces_file else None, timeout_s, retry_after)
         if span_exporter is None:
             continue
         where = str(kind if kind != "file" else traces_file)
+        retrying = None
+        if retry_after is not None:
+            span_exporter = retrying = RetryingSpanExporter(span_exporter, budget_s=retry_s, retry_after=retry_after)
         if counting is None:
             span_exporter = counting = CountingSpanExporter(span_exporter)
             target = where
-        provider.add_span_processor(BatchSpanProcessor(span_exporter, export_timeout_millis=int(timeout_s * 1000)))
+        if retrying is not None:
+            provider.add_span_processor(HoldingBatchSpanProcessor(span_exporter, retrying, **sizes))
+        else:
+            provider.add_span_processor(BatchSpanProcessor(span_exporter, **sizes))
         descriptions.append(f"traces -> {where}")
     return provider, counting, target
 
@@ -249,6 +312,7 @@ def configure(
     fresh_files: bool = False,
     export_timeout_s: float | None = None,
     handle_sigterm: bool = True,
+    export_retry_s: float | None = None,
 ) -> Providers:
     """Build SDK providers from the environment; they are returned, not installed globally, and not shut down at
     exit: call :meth:`Providers.shutdown` when done (it flushes).
@@ -258,12 +322,18 @@ def configure(
     exporters themselves append, as the Collector's ``file`` exporter does). ``export_timeout_s`` bounds each OTLP
     export: the argument, else ``OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds), else :data:`DEFAULT_EXPORT_TIMEOUT_S`.
 
+    ``export_retry_s``: how long a span batch the OTLP endpoint refused (down, 503, 429) is retried while the
+    batch processor's queue holds what ends meanwhile: the argument, else ``RB_OTEL_EXPORT_RETRY_S``, else
+    :data:`~rb_otel.telemetry.retry.DEFAULT_RETRY_BUDGET_S` (300 s); 0 leaves only the SDK's retries within one
+    export timeout. ``docs/failure-handling.md`` has what each outage costs.
+
     ``handle_sigterm`` (default on, from the main thread): a SIGTERM ends the runs in flight with an error status,
     exports what ended and writes queued baselines (bounded, ``rb_otel.process_exit``), then runs the handler
     that was installed before (the default ends the process). Off for an application that manages signals
     itself: it can call ``rb_otel.handle_sigterm()`` where it suits it, or flush in its own handler.
     """
     timeout_s = _export_timeout(export_timeout_s)
+    retry_s = _retry_budget(export_retry_s)
     timeout_ms = int(timeout_s * 1000)
     if fresh_files:
         for file in (traces_file, metrics_file):
@@ -280,7 +350,9 @@ def configure(
     metrics_kinds = _choices("OTEL_METRICS_EXPORTER", ("otlp", "console", "prometheus", "none"), default)
     descriptions: list[str] = []
 
-    tracer_provider, counting, target = _tracer_provider(resource, traces_kinds, traces_file, timeout_s, descriptions)
+    tracer_provider, counting, target = _tracer_provider(
+        resource, traces_kinds, traces_file, timeout_s, retry_s, descriptions
+    )
 
     readers: list[MetricReader] = []
     served_port = None

@@ -136,6 +136,13 @@ class BaselineCache:
         """How many agents this process has a baseline of."""
         return len(self._memory) if self._memory is not None else len(self._snapshot)
 
+    @property
+    def pending(self) -> int:
+        """Run summaries recorded and not yet in the store (queued, or being written): what a ``kill -9`` now
+        would lose."""
+        with self._lock:
+            return len(self._queue) + self._writing
+
     def add_listener(self, listener: Callable[[BaselineEvent, int], None]) -> None:
         """Also tell ``listener(kind, count)`` of failures and drops (it must not raise; it is guarded)."""
         self._listeners.append(listener)

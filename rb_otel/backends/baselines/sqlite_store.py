@@ -136,7 +136,10 @@ class SqliteSummaryStore:
                 self._drop_least_recent(db)
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                # SQLite has already rolled back after some errors (a full disk: SQLITE_FULL); a second ROLLBACK
+                # would raise "no transaction is active" in place of the reason
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
 
     def recent(self, agent: str, *, timeout: float | None = None) -> AgentRuns:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -43,7 +44,7 @@ def kind_report(kind: str, root: Path, max_false_stops: float) -> dict[str, Any]
     agents: dict[str, list[int]] = {}
     for run in data.runs:
         agents.setdefault(agent_unit(run), [0, 0])[run.failed] += 1
-    report = held_out(data.runs, max_false_stops=max_false_stops, progress=say)
+    report = held_out(data.runs, max_false_stops=max_false_stops, progress=say, workers=os.cpu_count() or 1)
     ships, why = default_decision(report)
     print(f"== {kind}: {len(data.runs)} labelled runs, {len(agents)} agents")
     print("\n".join(report.lines()))

@@ -189,8 +189,8 @@ def test_leave_one_agent_out_on_the_repositorys_customer_service_runs(tmp_path: 
     small = [r for r in runs if r.model in {"grok-3-mini", "grok-4", "grok-4-fast-reasoning"}]
     report = leave_one_agent_out(small)
     # grok-3-mini has 16 successful runs: fewer than 20 of each outcome, so it trains the others but is not judged
-    assert {a.agent for a in report.agents} == {"llm_agent|grok-4", "llm_agent|grok-4-fast-reasoning"}
-    assert "fewer than 20 of each outcome" in report.skipped["llm_agent|grok-3-mini"]
+    assert {a.agent for a in report.agents} == {"tau2 llm_agent|grok-4", "tau2 llm_agent|grok-4-fast-reasoning"}
+    assert "fewer than 20 of each outcome" in report.skipped["tau2 llm_agent|grok-3-mini"]
     assert report.as_dict() == leave_one_agent_out(small).as_dict()  # deterministic
     for agent in report.agents:
         assert agent.agent not in agent.trained_on

@@ -229,7 +229,7 @@ def test_a_real_fit_is_trusted(tau2_runs: list[LabelledRun]) -> Any:
     assert report.permutation is not None and report.permutation.p_value < 0.05
 
 
-def test_permutations_in_worker_processes_match_the_ones_in_turn_with_one_blas_thread_each(
+def test_permutations_in_worker_processes_match_the_ones_in_turn_withone_blas_thread_each(
     tau2_runs: list[LabelledRun],
 ) -> None:
     # the parallel path is the plain one, run elsewhere: the same null, permutation for permutation; and each worker
@@ -240,7 +240,7 @@ def test_permutations_in_worker_processes_match_the_ones_in_turn_with_one_blas_t
     from rb_otel.training.cv import grouped_folds
     from rb_otel.training.features import extract, prior_of
     from rb_otel.training.fit import CANDIDATES
-    from rb_otel.training.permutation import _one_blas_thread, permutation_test
+    from rb_otel.training.permutation import one_blas_thread, permutation_test
 
     runs = _subset(tau2_runs, 120, 3)
     data = extract(runs, prior_of(runs))
@@ -250,7 +250,7 @@ def test_permutations_in_worker_processes_match_the_ones_in_turn_with_one_blas_t
     in_workers = permutation_test(data, folds, chosen, 0.6, permutations=4, seed=2, workers=2)
     assert in_workers.null == in_turn.null and len(set(in_turn.null)) > 1
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"), initializer=_one_blas_thread) as pool:
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"), initializer=one_blas_thread) as pool:
         assert set(pool.submit(_blas_threads).result(timeout=60)) == {1}
 
 

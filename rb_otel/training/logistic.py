@@ -12,7 +12,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["fit"]
+__all__ = ["FTOL", "fit"]
+
+#: L-BFGS-B's relative tolerance on the loss (see :func:`fit`).
+FTOL = 1e-6
 
 
 def fit(
@@ -47,8 +50,15 @@ def fit(
         return loss, gradient
 
     bounds = [(None, None)] + [(0.0, None) if nonnegative[j] else (None, None) for j in range(columns)]
+    # ftol: stop once an iteration improves the loss by less than a millionth of it. The rankings an AUROC reads do
+    # not move (fourth decimal at most, measured on the development runs), and fits take half the time.
     result = minimize(
-        objective, np.zeros(columns + 1), jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter}
+        objective,
+        np.zeros(columns + 1),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": max_iter, "ftol": FTOL},
     )
     theta = np.asarray(result.x, dtype=np.float64)
     return float(theta[0]), theta[1:]

@@ -94,7 +94,7 @@ def last_step_auroc(
 _SHARED: dict[str, object] = {}  # what forked workers read (inherited, not pickled)
 
 
-def _one_blas_thread() -> None:
+def one_blas_thread() -> None:
     """A worker process's initializer: one BLAS thread. The workers already take a core each; BLAS threads of
     their own oversubscribe the cores (idle OpenBLAS threads spin), which made two workers on two cores 3.5 times
     slower than one process doing the permutations in turn (19 permutations: 11.7 s against 6.3 s; 3.3 s now)."""
@@ -128,7 +128,7 @@ def permutation_test(
         if workers > 1 and permutations > 1 and "fork" in multiprocessing.get_all_start_methods():
             data.text(TEXT_BITS, "log"), data.text(TEXT_BITS, "tf")  # built once here, inherited by every worker
             fork = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(workers, mp_context=fork, initializer=_one_blas_thread) as pool:
+            with ProcessPoolExecutor(workers, mp_context=fork, initializer=one_blas_thread) as pool:
                 null = list(pool.map(_one, seeds))
         else:
             null = [_one(s) for s in seeds]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -148,7 +149,9 @@ def train_dataset(
     several = len({agent_unit(r) for r in runs}) >= 2
     if held_out_agents and several:
         say("leave one agent out (each agent's runs scored by a fit on the others)")
-        report.held_out = leave_one_agent_out(runs, max_false_stops=max_false_stops, seed=seed, progress=say)
+        report.held_out = leave_one_agent_out(
+            runs, max_false_stops=max_false_stops, seed=seed, progress=say, workers=min(os.cpu_count() or 1, 4)
+        )
     fsm = choose_fsm(
         [p for p, r in zip(probabilities, runs, strict=True) if not r.failed],
         probabilities,

@@ -29,11 +29,11 @@ from rb_otel.backends.baselines.errors import SummaryStoreError
 from rb_otel.backends.baselines.opening import open_summary_store
 from rb_otel.backends.baselines.redis_store import RedisSummaryStore
 from rb_otel.backends.baselines.sqlite_store import SqliteSummaryStore
-from rb_otel.backends.baselines.urls import display_url
 from rb_otel.steering.agent_keys import agent_key
 from rb_otel.steering.pilot.baselines import RunSummary
 from rb_otel.telemetry.batch import HANDOVER_BOUND_MS
 from rb_otel.telemetry.otlp_json import read_spans
+from rb_otel.urls import display_url
 
 TESTS = Path(__file__).resolve().parent
 KEY = agent_key("coder", "@google/Gemini-3-Pro")

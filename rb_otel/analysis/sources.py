@@ -37,8 +37,8 @@ from rb_otel.analysis.fleet import FleetFilter, FleetRow, fleet_sql, rows_from_s
 from rb_otel.analysis.runs import runs_sql, span_record
 from rb_otel.analysis.schema import OTEL_TRACES_DDL, OTLP_JSON_ROWS, REQUIRED_COLUMNS
 from rb_otel.analysis.spans import SpanFileError, span_rows
-from rb_otel.backends.baselines.urls import display_url, scrub
 from rb_otel.report.traces import ReportRun, load_runs, runs_from_records
+from rb_otel.urls import display_url, scrub
 
 __all__ = ["ENGINES", "ChdbSource", "ClickHouseSource", "FilesSource", "RunsSource", "SourceError", "open_source"]
 

@@ -67,7 +67,7 @@ def _baselines(args: argparse.Namespace) -> int:
     store that does not exist is an error, never created."""
     from rb_otel.backends.baselines.errors import SummaryStoreError
     from rb_otel.backends.baselines.opening import open_summary_store
-    from rb_otel.backends.baselines.urls import display_url, scrub
+    from rb_otel.urls import display_url, scrub
 
     shown = display_url(args.url)
     try:

@@ -21,7 +21,6 @@ from typing import Any
 
 from rb_otel.analysis.fleet import FleetFilter
 from rb_otel.analysis.imported import read_from_source, source_runs
-from rb_otel.backends.baselines.urls import display_url
 from rb_otel.backends.pilot import PilotScorer
 from rb_otel.evaluation.early import (
     EARLY_STEPS,
@@ -42,6 +41,7 @@ from rb_otel.importers.replay import replay, replay_runs
 from rb_otel.steering.scoring import Scorer, resolve_scorer
 from rb_otel.telemetry.silent import silent_providers
 from rb_otel.types import FSMState
+from rb_otel.urls import display_url
 
 __all__ = ["EARLY_STEPS", "Evaluation", "EvaluationError", "RunOutcome", "Signal", "evaluate", "print_progress"]
 

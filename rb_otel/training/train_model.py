@@ -24,7 +24,6 @@ from numpy.typing import NDArray
 
 from rb_otel._version import __version__
 from rb_otel.analysis.fleet import FleetFilter
-from rb_otel.backends.baselines.urls import display_url
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
 from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_values
 from rb_otel.files import write_atomically
@@ -40,6 +39,7 @@ from rb_otel.training.permutation import PERMUTATIONS, permutation_test
 from rb_otel.training.relative_skip import choose_relative_skip
 from rb_otel.training.report import Figure, TrainingReport
 from rb_otel.training.thresholds import SKIP_OFF, choose_fsm, fold_thresholds, holding_bound
+from rb_otel.urls import display_url
 
 __all__ = ["TrainingError", "TrainingResult", "fold_thresholds", "train", "train_dataset"]
 

@@ -446,4 +446,6 @@ def test_cli_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypa
     out = capsys.readouterr().out
     assert "would have entered SLOW at step 5" in out
     assert (tmp_path / "o" / "replay-traces.jsonl").stat().st_size > 0
-    assert main(["replay", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o")]) == 1
+    written = (tmp_path / "o" / "replay-traces.jsonl").read_bytes()
+    assert main(["replay", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o")]) == 2  # bad input
+    assert (tmp_path / "o" / "replay-traces.jsonl").read_bytes() == written  # the last set is left as it was

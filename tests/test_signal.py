@@ -660,7 +660,10 @@ def test_tau_bench_fields_match_the_raw_record(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{}", "{path}: top level: expected a JSON list of results {{task_id, trial, reward, traj}}"),
+        (
+            "{}",
+            "{path}: top level: expected a JSON list of results {{task_id, trial, reward, traj}}, or one such result",
+        ),
     ],
 )
 def test_tau_bench_top_level_message(tmp_path: Path, content: str, message: str) -> None:

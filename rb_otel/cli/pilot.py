@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from rb_otel.cli.output import emit_json, json_option
+from rb_otel.cli.output import emit_json, json_option, json_path, outputs
 from rb_otel.cli.sources import add_source_options, source_filter
 
 __all__ = ["add_baselines", "add_train"]
@@ -81,7 +82,7 @@ def _baselines(args: argparse.Namespace) -> int:
                 print(
                     f"error: {shown}: no agent {args.forget!r} (rb-otel baselines {shown} lists them)", file=sys.stderr
                 )
-                return 1
+                return 2
             print(f"forgot {args.forget} in {shown}")
             return 0
         agents = store.agents()
@@ -146,6 +147,7 @@ def add_train(sub: Any, formats: list[str]) -> None:
     json_option(tr)
     tr.add_argument("--quiet", action="store_true", help="no progress lines")
     tr.set_defaults(func=_train)
+    outputs(tr, lambda args: [Path(args.out), *json_path(args)])
 
 
 def add_baselines(sub: Any) -> None:
@@ -155,3 +157,4 @@ def add_baselines(sub: Any) -> None:
     json_option(bl)
     bl.add_argument("--forget", default=None, metavar="AGENT", help="drop this agent's baseline (its key, as listed)")
     bl.set_defaults(func=_baselines)
+    outputs(bl, json_path)

@@ -67,13 +67,16 @@ def _line(obj: dict[str, Any]) -> str | None:
 
 
 def detect(path: Path) -> str:
-    """The format of ``path``; raises :class:`RecordError` when it cannot tell."""
+    """The format of ``path``; raises :class:`RecordError` when it cannot tell: a binary file, JSON that does not
+    parse (the JSON error named: a truncated file, say), or records of no format rb-otel reads."""
     with path.open("rb") as handle:
         head = handle.read(_SNIFF_BYTES)
     if head.startswith(b"SQLite format 3\x00"):
         return "io_harness"
     if path.suffix == ".traj":
         return "swe_agent"
+    if b"\x00" in head:
+        raise RecordError(str(path), "format", "a binary file, not JSON or JSON lines records")
     lines = [line for line in head.splitlines() if line.strip()]
     found: str | None = None
     if len(lines) > 1:  # JSON lines: the first record tells (a pretty-printed document's first line won't parse)
@@ -86,13 +89,29 @@ def detect(path: Path) -> str:
     if found is None:
         try:
             found = _document(json.loads(path.read_text(encoding="utf-8")))
-        except (ValueError, UnicodeDecodeError):
-            found = None
+        except UnicodeDecodeError as exc:
+            raise RecordError(str(path), f"byte {exc.start}", "not UTF-8 text, so not JSON records") from None
+        except json.JSONDecodeError as exc:
+            if len(lines) > 1 and _lines_parse(lines[:-1]):
+                found = None  # JSON lines of no format rb-otel knows (the last line may be cut by the sniff)
+            else:
+                where = f"line {exc.lineno} column {exc.colno}"
+                raise RecordError(str(path), where, f"not valid JSON ({exc.msg}); is the file complete?") from None
     if found is None:
         raise RecordError(
             str(path), "format", f"cannot tell the format; pass --format with one of {', '.join(FORMATS)}"
         )
     return found
+
+
+def _lines_parse(lines: Sequence[bytes]) -> bool:
+    """Whether every line is a JSON value (a JSON lines file, not one document)."""
+    try:
+        for line in lines:
+            json.loads(line)
+    except ValueError:
+        return False
+    return True
 
 
 def directory_files(directory: Path) -> list[Path]:

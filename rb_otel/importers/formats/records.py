@@ -32,8 +32,16 @@ def load_json(path: Path) -> Any:
         raise RecordError(str(path), f"byte {exc.start}", "not UTF-8 text") from None
 
 
+#: How much of a JSON lines file is looked at for a NUL byte: a binary file is one error, not a problem per "line".
+_BINARY_SNIFF = 1 << 16
+
+
 def json_lines(path: Path, problems: list[ImportProblem]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each line holding a JSON object; bad lines become problems, not errors."""
+    """``(line number, object)`` for each line holding a JSON object; bad lines become problems, not errors. A
+    binary file raises :class:`RecordError` (before the first line is read)."""
+    with path.open("rb") as raw:
+        if b"\x00" in raw.read(_BINARY_SNIFF):
+            raise RecordError(str(path), "format", "a binary file, not JSON lines")
     with path.open("r", encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():

@@ -108,7 +108,7 @@ def test_io_harness_029_matches_the_crates_read_back(otel: Otel) -> None:
 def test_swe_agent_trajectories(otel: Otel, name: str) -> None:
     raw = json.loads((DATA / "swe_agent" / name).read_text())
     [result] = replay(DATA / "swe_agent" / name, tracer_provider=otel.tracer_provider)
-    assert result.step_count == len(raw["trajectory"]) and result.outcome == "success"
+    assert result.step_count == len(raw["trajectory"]) and result.outcome == "unlabelled"  # a submitted patch
     thoughts = [e.thought_preview for e in result.steps]
     assert thoughts == [s["thought"][:120] for s in raw["trajectory"]]
     assert [e.tool_calls[0] for e in result.steps] == [s["action"].strip().split()[0] for s in raw["trajectory"]]

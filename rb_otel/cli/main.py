@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -67,4 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C, also while waiting on an export: a line, not a traceback
         print("interrupted; what was not exported yet is lost", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `rb-otel evaluate ... | head`: the reader left; nothing more to say, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would raise again
+        return 141
     return code

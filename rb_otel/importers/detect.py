@@ -9,7 +9,7 @@ from typing import Any
 
 from rb_otel.importers.model import RecordError
 
-__all__ = ["FORMATS", "detect", "directory_files", "input_files"]
+__all__ = ["FORMATS", "detect", "directory_files", "input_files", "no_runs"]
 
 FORMATS = (
     "steplog",
@@ -117,6 +117,19 @@ def _lines_parse(lines: Sequence[bytes]) -> bool:
 def directory_files(directory: Path) -> list[Path]:
     """The files of ``directory`` in name order, hidden ones (``.name``) left out: the runs a directory holds."""
     return sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def no_runs(paths: Sequence[str | Path], problems: Sequence[object] = ()) -> str:
+    """Why ``paths`` gave no run, in one line: empty folders, the files skipped (the first one's problem), or
+    files that hold none."""
+    shown = ", ".join(map(str, paths))
+    files = input_files(paths)
+    if not files:
+        return f"{shown}: an empty folder, no runs to read"
+    if problems:
+        first = str(next(iter(problems)))
+        return f"{shown}: no runs found; {len(problems)} file(s) or record(s) skipped, the first: {first}"
+    return f"{shown}: no runs found in {len(files)} file(s) (pass --format if the one detected is wrong)"
 
 
 def input_files(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:

@@ -17,7 +17,6 @@ transitively, so no fold or half split has one customer on both sides.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.importers.replay import READERS
 from rb_otel.steering.agent_keys import agent_key
+from rb_otel.steering.pilot.fingerprint import task_family, task_keys
 from rb_otel.steering.scoring import ScorerStep
 
 __all__ = ["Dataset", "LabelledRun", "failed_of", "grouped", "read_dataset", "task_family"]
@@ -47,6 +47,8 @@ class LabelledRun:
     prompt_tokens: list[int]  # the largest prompt (else call) in tokens so far, per step
     tokens: list[int]  # tokens of each step's call
     family: str = ""  # the task up to its domain's variant (the grouping rule)
+    #: The keys of its task group before the grouping rule joins groups (the model file's fingerprint holds them).
+    task_keys: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -112,20 +114,6 @@ def read_dataset(
     return data
 
 
-#: A domain's variant suffix: ``airline-relaxed`` and ``airline_tighter_policy`` are variants of ``airline``.
-_VARIANT = re.compile(r"^([A-Za-z0-9]+)[-_].*$")
-
-
-def task_family(task_id: str) -> str:
-    """``domain/task`` with the domain's variant dropped (``airline-relaxed/8`` -> ``airline/8``); ``""`` for a
-    task id without a domain."""
-    domain, slash, task = task_id.partition("/")
-    if not slash or not task:
-        return ""
-    base = _VARIANT.sub(r"\1", domain)
-    return f"{base}/{task}"
-
-
 def grouped(runs: list[LabelledRun]) -> list[LabelledRun]:
     """The runs with their groups joined by the grouping rule (module docstring): a run's group becomes the
     smallest key of every group it is connected to through a shared group id or task family."""
@@ -178,4 +166,5 @@ def _labelled(run: ImportedRun, labels: Labels | None, data: Dataset) -> Labelle
         prompt_tokens=prompt,
         tokens=tokens,
         family=task_family(run.task_id),
+        task_keys=task_keys(run.run_id, run.group_id, run.task_id),
     )

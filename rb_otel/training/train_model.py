@@ -24,11 +24,13 @@ from numpy.typing import NDArray
 
 from rb_otel._version import __version__
 from rb_otel.analysis.fleet import FleetFilter
+from rb_otel.evaluation.caveats import LABELS_HINT
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
 from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_values
 from rb_otel.files import write_atomically
 from rb_otel.importers.labels import Labels
 from rb_otel.steering.pilot import FEATURES, PILOT_V2, PilotModel, TextWeights
+from rb_otel.steering.pilot.fingerprint import FitFingerprint
 from rb_otel.steering.pilot.text import TEXT_VALUES
 from rb_otel.training.cv import OutOfFold, early_step, nested_out_of_fold, select
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset
@@ -37,7 +39,7 @@ from rb_otel.training.fit import CANDIDATES, TEXT_BITS, Fitted, fit_candidate
 from rb_otel.training.held_out import agent_unit, leave_one_agent_out
 from rb_otel.training.permutation import PERMUTATIONS, permutation_test
 from rb_otel.training.relative_skip import choose_relative_skip
-from rb_otel.training.report import Figure, TrainingReport
+from rb_otel.training.report import MIN_FAILURES, MIN_RUNS, Figure, TrainingReport
 from rb_otel.training.thresholds import SKIP_OFF, choose_fsm, fold_thresholds, holding_bound
 from rb_otel.urls import display_url
 
@@ -172,17 +174,32 @@ def train_dataset(
 
 
 def _checked_runs(dataset: Dataset, paths: Sequence[str | Path]) -> list[LabelledRun]:
+    """The runs, when they can be fitted; else :class:`TrainingError` saying what is missing and what fixes it."""
     where = ", ".join(map(display_url, paths))
-    if not dataset.runs:
+    runs = dataset.runs
+    if not runs and dataset.unlabelled:
         raise TrainingError(
-            f"{where}: no labelled runs ({dataset.unlabelled} without an outcome); pass --labels FILE (SWE-bench "
-            "results.json, mini-swe-agent results_summary.json, or {run_id: true|false})"
+            f"{where}: none of the {dataset.unlabelled} runs carries an outcome (a harness's exit status, SWE-agent's "
+            f"'submitted' say, tells how the agent stopped, not whether it succeeded); pass {LABELS_HINT}"
         )
-    outcomes = Counter(r.failed for r in dataset.runs)
+    if not runs and dataset.problems:
+        raise TrainingError(f"{where}: no runs found; {len(dataset.problems)} file(s) or record(s) skipped, the "
+                            f"first: {dataset.problems[0]}")  # fmt: skip
+    if not runs:
+        found = f"in {dataset.files} file(s) (pass --format if the one detected is wrong)" if dataset.files else (
+            "(an empty folder, or no run under the filters given)")  # fmt: skip
+        raise TrainingError(f"{where}: no runs found {found}")
+    outcomes = Counter(r.failed for r in runs)
     if len(outcomes) < 2:
-        only = "failed" if True in outcomes else "succeeded"
-        raise TrainingError(f"{where}: all {len(dataset.runs)} labelled runs {only}; a fit needs both outcomes")
-    return dataset.runs
+        only, other = ("failed", "succeeded") if True in outcomes else ("succeeded", "failed")
+        fix = f"pass {LABELS_HINT} for the {dataset.unlabelled} without one, or " if dataset.unlabelled else ""
+        raise TrainingError(f"{where}: all {len(runs)} labelled runs {only}; a fit needs both outcomes: {fix}add "
+                            f"runs that {other}")  # fmt: skip
+    if len({r.group for r in runs}) < 2:
+        raise TrainingError(f"{where}: all {len(runs)} labelled runs are of one task; the fit is cross-validated "
+                            "by task (a task's runs never on both sides), so it needs runs of two tasks or more "
+                            f"(and {MIN_RUNS} runs with {MIN_FAILURES} failures to be judged)")  # fmt: skip
+    return runs
 
 
 def _sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -325,6 +342,8 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
         "warnings": report.warnings,
         "permutation_test": report.permutation.as_dict() if report.permutation is not None else None,
         "held_out_agents": report.held_out.as_dict() if report.held_out is not None else None,
+        # which runs (and tasks) the fit saw, hashed: evaluate --pilot-model labels its figures on them in-sample
+        "fingerprint": FitFingerprint.of((r.run_id, r.task_keys) for r in runs).as_dict(),
     }
     return PilotModel(
         intercept=fitted.intercept,

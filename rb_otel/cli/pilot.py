@@ -16,13 +16,11 @@ __all__ = ["add_baselines", "add_train"]
 
 def _train(args: argparse.Namespace) -> int:
     from rb_otel.analysis import SourceError
+    from rb_otel.cli.progress import Progress
     from rb_otel.importers import RecordError
     from rb_otel.training import TrainingError, train
 
-    def progress(line: str) -> None:
-        if not args.quiet:
-            print(f"  {line}", file=sys.stderr)
-
+    progress = Progress(enabled=not args.quiet)
     try:
         result = train(
             args.paths,
@@ -37,8 +35,10 @@ def _train(args: argparse.Namespace) -> int:
             engine=args.engine,
         )
     except (TrainingError, RecordError, SourceError, OSError) as exc:
+        progress.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    progress.close()
     if args.json != "-":
         for line in result.report.table():
             print(line)
@@ -145,7 +145,7 @@ def add_train(sub: Any, formats: list[str]) -> None:
     tr.add_argument("--force", action="store_true", help="write the model even when the report does not trust it")
     tr.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
     json_option(tr)
-    tr.add_argument("--quiet", action="store_true", help="no progress lines")
+    tr.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, plain lines in a log)")
     tr.set_defaults(func=_train)
     outputs(tr, lambda args: [Path(args.out), *json_path(args)])
 

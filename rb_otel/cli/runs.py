@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rb_otel.cli.output import emit_json, json_option, json_path, outputs, write
+from rb_otel.cli.progress import Progress
 from rb_otel.cli.sources import add_source_options, source_filter
 
 __all__ = ["add_demo", "add_replay_and_evaluate"]
@@ -43,19 +45,20 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _report_delivery(providers: Any, *, quiet: bool = False) -> int:
-    """Print what was and was not delivered; 2 when a file could not be written, 1 when spans were dropped (the
-    command's work is not all out), else 0."""
-    lines, _complete = providers.delivery()
+    """Print what was and was not delivered; 2 when a file could not be written (that alone is said: its spans
+    count as dropped too), 1 when spans were dropped (the command's work is not all out), else 0."""
     unwritten = providers.unwritten()
-    dropped = bool(providers.span_exporter is not None and providers.span_exporter.dropped)
-    for line in lines:
-        if not quiet or dropped:
-            print(f"exported {line}", file=sys.stderr if dropped else sys.stdout)
-    if dropped:
-        print("warning: not everything was delivered; the files or the endpoint above say what", file=sys.stderr)
     for line in unwritten:
         print(f"error: {line}", file=sys.stderr)
-    return 2 if unwritten else 1 if dropped else 0
+    if unwritten:
+        return 2
+    lines, complete = providers.delivery()
+    for line in lines:
+        if not quiet or not complete:
+            print(f"exported {line}", file=sys.stdout if complete else sys.stderr)
+    if not complete:
+        print("warning: not everything was delivered; the files or the endpoint above say what", file=sys.stderr)
+    return 0 if complete else 1
 
 
 def _replay_files(args: argparse.Namespace) -> list[Path]:
@@ -77,6 +80,7 @@ def _replay(args: argparse.Namespace) -> int:
     traces, metrics = _replay_files(args)
     providers = configure(service_name="rb-otel-replay", traces_file=traces, metrics_file=metrics, fresh_files=True)
     failed = replayed = 0
+    progress, done = _files_progress(args, "replaying")
     try:
         for path in args.paths:
             try:
@@ -90,21 +94,23 @@ def _replay(args: argparse.Namespace) -> int:
                     meter_provider=providers.meter_provider,
                     logger_provider=providers.logger_provider,
                     keep_steps=False,
+                    progress=done,
                 )
             except (RecordError, OSError) as exc:
-                print(f"error: {exc}", file=sys.stderr)
+                progress.echo(f"error: {exc}", sys.stderr)
                 failed += 1
                 continue
             if not results:
-                print(f"error: {path}: {_no_runs(path, args.format)}", file=sys.stderr)
+                progress.echo(f"error: {path}: {_no_runs(path, args.format)}", sys.stderr)
                 failed += 1
             replayed += len(results)
             for result in results:
                 for line in _describe(result, args.rescore or args.scorer is not None):
-                    print(line)
+                    progress.echo(line)
             for problem in results[0].problems if results else []:
-                print(f"skipped: {problem}", file=sys.stderr)
+                progress.echo(f"skipped: {problem}", sys.stderr)
     finally:
+        progress.close()
         providers.shutdown()
     delivered = _report_delivery(providers) if replayed else 0
     return 2 if failed else delivered
@@ -132,10 +138,27 @@ def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
     return lines
 
 
+def _files_progress(args: argparse.Namespace, name: str) -> tuple[Progress, Callable[[Any, int], None]]:
+    """A progress stage over the files ``args.paths`` name (folders expanded; a store's URL: one step), and the
+    ``(file, runs so far)`` callback that advances it."""
+    from rb_otel.importers.detect import input_files
+
+    progress = Progress(enabled=not args.quiet)
+    stored = any("://" in str(p) for p in args.paths)
+    progress.stage(name, None if stored else len(input_files(args.paths)), "file")
+
+    def done(_file: Any, runs: int) -> None:
+        progress.note(f"{runs:,} runs so far")
+        progress.advance()
+
+    return progress, done
+
+
 def _evaluate(args: argparse.Namespace) -> int:
-    from rb_otel.evaluation import EvaluationError, evaluate, print_progress
+    from rb_otel.evaluation import EvaluationError, evaluate
     from rb_otel.importers import RecordError
 
+    progress, done = _files_progress(args, "replaying and scoring")
     try:
         result = evaluate(
             args.paths,
@@ -143,13 +166,15 @@ def _evaluate(args: argparse.Namespace) -> int:
             scorer=args.scorer or "pilot",
             pilot_model=args.pilot_model,
             format=args.format,
-            progress=None if args.quiet else print_progress,
+            progress=done,
             where=source_filter(args),
             engine=args.engine,
         )
     except (EvaluationError, RecordError, OSError, ValueError) as exc:
+        progress.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    progress.close()
     for problem in result.problems:
         print(f"skipped: {problem}", file=sys.stderr)
     if result.unlabelled:
@@ -208,6 +233,7 @@ def add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     rep.add_argument("--scorer", choices=["heuristic", "pilot"], default=None, help="rescore with this scorer")
     rep.add_argument("--labels", default=None, help="outcomes file (SWE-bench results.json, results_summary.json)")
     rep.add_argument("--out", default="out", help="directory for the OTLP-JSON files (when not exporting OTLP)")
+    rep.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, plain lines in a log)")
     rep.set_defaults(func=_replay)
     outputs(rep, _replay_files)
     ev = sub.add_parser("evaluate", help="replay labelled runs and measure how well steering flags failures")
@@ -222,6 +248,6 @@ def add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     ev.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
     json_option(ev)
     ev.add_argument("--html", default=None, help="write an HTML report with plots (calibration, stopping) here")
-    ev.add_argument("--quiet", action="store_true", help="no progress lines")
+    ev.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, plain lines in a log)")
     ev.set_defaults(func=_evaluate)
     outputs(ev, lambda args: [*json_path(args), *([Path(args.html)] if args.html else [])])

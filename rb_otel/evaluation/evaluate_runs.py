@@ -263,7 +263,7 @@ def evaluate(
     Raises :class:`EvaluationError` when no run has an outcome (naming the files and how to pass labels) or when
     ``labels`` match no run (listing run ids of both sides); :class:`RecordError` for an unreadable input;
     ``ValueError`` for a model file that is not one.
-    ``progress(path, runs so far)`` is called after each path.
+    ``progress(path, runs so far)`` is called after each file (a skipped one too).
     ``paths`` may be one trace store's URL; ``where`` (time window, agent, service) and ``engine="chdb"`` select
     the runs in the source (:mod:`rb_otel.analysis.imported`), which raises
     :class:`~rb_otel.analysis.sources.SourceError` when it cannot be reached or read.
@@ -369,7 +369,7 @@ def _replay_all(
             if not in_directory:
                 raise
             problems.append(ImportProblem(exc.path, exc.where, exc.problem))  # e.g. a labels file among the runs
-            continue
+            found = []
         results += found
         problems += [p for p in (found[0].problems if found else []) if p not in problems]
         if progress is not None:

@@ -96,12 +96,18 @@ def detect(path: Path) -> str:
                 found = None  # JSON lines of no format rb-otel knows (the last line may be cut by the sniff)
             else:
                 where = f"line {exc.lineno} column {exc.colno}"
-                raise RecordError(str(path), where, f"not valid JSON ({exc.msg}); is the file complete?") from None
+                raise RecordError(str(path), where, f"not valid JSON ({exc.msg}){_cut_short(exc)}") from None
     if found is None:
         raise RecordError(
             str(path), "format", f"cannot tell the format; pass --format with one of {', '.join(FORMATS)}"
         )
     return found
+
+
+def _cut_short(exc: json.JSONDecodeError) -> str:
+    """``; is the file complete?`` when the JSON breaks off at its end (a file cut short), else ``""``."""
+    ends_early = exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string")
+    return "; it ends early: is the file complete?" if ends_early and exc.pos > 0 else ""
 
 
 def _lines_parse(lines: Sequence[bytes]) -> bool:

@@ -79,9 +79,10 @@ def replay(
     meter_provider: MeterProvider | None = None,
     keep_steps: bool = True,
     logger_provider: Any = None,
+    progress: Callable[[Path, int], None] | None = None,
 ) -> list[ReplayResult]:
     """Import ``path`` (a file, or a directory: every file in it, in name order) and replay every run in it;
-    one :class:`ReplayResult` per top-level run.
+    one :class:`ReplayResult` per top-level run. ``progress(file, runs so far)`` is called after each file.
 
     ``scorer`` (``"heuristic"``, ``"pilot"``, a :class:`~rb_otel.steering.scoring.Scorer` or a callable)
     implies ``rescore``; one scorer serves every run of the call, so the pilot's per-agent baselines learn from
@@ -124,6 +125,8 @@ def replay(
             if len(files) == 1:
                 raise
             problems.append(ImportProblem(exc.path, exc.where, exc.problem))
+        if progress is not None:
+            progress(file, len(results))
     for result in results:
         result.problems = problems
     return results

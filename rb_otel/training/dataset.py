@@ -17,7 +17,7 @@ transitively, so no fold or half split has one customer on both sides.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -76,8 +76,10 @@ def read_dataset(
     format: str = "auto",
     where: FleetFilter | None = None,
     engine: str = "python",
+    done: Callable[[], None] | None = None,
 ) -> Dataset:
-    """Every labelled run under ``paths`` (files or directories, in name order). ``labels`` sets outcomes by run id.
+    """Every labelled run under ``paths`` (files or directories, in name order). ``labels`` sets outcomes by run id;
+    ``done()`` is called after each file (not for a trace store, read in one go).
 
     With a URL among ``paths`` (a trace store), ``engine="chdb"`` or a filter ``where``, the runs come from that
     source, selected there (:mod:`rb_otel.analysis.imported`).
@@ -108,6 +110,9 @@ def read_dataset(
                 raise
             data.problems.append(ImportProblem(exc.path, exc.where, exc.problem))
             continue
+        finally:
+            if done is not None:
+                done()
         data.files += 1
         data.runs += [run for run in found if run.steps]
     data.runs = grouped(data.runs)

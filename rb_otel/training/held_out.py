@@ -376,35 +376,40 @@ def leave_one_agent_out(
     within_kind: bool = True,
     progress: Callable[[str], None] | None = None,
     fit: Callable[..., Any] = fit_candidate,
+    done: Callable[[], None] | None = None,
 ) -> HeldOutReport:
     """Hold each agent out in turn (module docstring). ``within_kind``: fit on the other agents of its kind
     (:func:`agent_kind`) when there are any, else on all the others (``across_kinds`` says so). An agent with fewer
     than ``min_runs`` runs or one outcome only is not held out (listed in ``skipped`` with why); its runs still
-    train the others."""
+    train the others. ``progress`` gets a line per agent held out; ``done()`` is called after each agent."""
     say = progress or (lambda _: None)
     units = [agent_unit(r) for r in runs]
     kinds = {u: agent_kind([r for r, v in zip(runs, units, strict=True) if v == u]) for u in set(units)}
     report = HeldOutReport([], max_false_stops, keep_tasks_apart)
     for agent in sorted(set(units)):
-        held = [r for r, u in zip(runs, units, strict=True) if u == agent]
-        if len(held) < min_runs or len({r.failed for r in held}) < 2:
-            report.skipped[agent] = f"{len(held)} runs, {sum(r.failed for r in held)} failed"
-            continue
-        tasks = {r.group for r in held} if keep_tasks_apart else set()
-        kind = kinds[agent]
-        # fitted on the other agents of its kind when there are any (a pilot is a default for its kind), else on all
-        across = within_kind and not any(kinds[u] == kind for u in kinds if u != agent)
-        pool = {u for u in kinds if u != agent and (across or not within_kind or kinds[u] == kind)}
-        train = [r for r, u in zip(runs, units, strict=True) if u in pool and r.group not in tasks]
-        if len(train) < min_runs or len({r.failed for r in train}) < 2:
-            report.skipped[agent] = f"only {len(train)} training runs left without its agent and tasks"
-            continue
-        if len({r.group for r in train}) < _THRESHOLD_FOLDS:
-            report.skipped[agent] = f"its training runs are in fewer than {_THRESHOLD_FOLDS} task groups"
-            continue
-        say(f"holding out {agent} ({kind}): fitting on {len(train)} runs of the other agents")
-        figures = held_out_agent(train, held, agent=agent, max_false_stops=max_false_stops, seed=seed, fit=fit)
-        report.agents.append(replace(figures, kind=kind, across_kinds=across and within_kind))
+        try:
+            held = [r for r, u in zip(runs, units, strict=True) if u == agent]
+            if len(held) < min_runs or len({r.failed for r in held}) < 2:
+                report.skipped[agent] = f"{len(held)} runs, {sum(r.failed for r in held)} failed"
+                continue
+            tasks = {r.group for r in held} if keep_tasks_apart else set()
+            kind = kinds[agent]
+            # fitted on the other agents of its kind when there are any (a pilot is a default for its kind), else on all
+            across = within_kind and not any(kinds[u] == kind for u in kinds if u != agent)
+            pool = {u for u in kinds if u != agent and (across or not within_kind or kinds[u] == kind)}
+            train = [r for r, u in zip(runs, units, strict=True) if u in pool and r.group not in tasks]
+            if len(train) < min_runs or len({r.failed for r in train}) < 2:
+                report.skipped[agent] = f"only {len(train)} training runs left without its agent and tasks"
+                continue
+            if len({r.group for r in train}) < _THRESHOLD_FOLDS:
+                report.skipped[agent] = f"its training runs are in fewer than {_THRESHOLD_FOLDS} task groups"
+                continue
+            say(f"holding out {agent} ({kind}): fitting on {len(train)} runs of the other agents")
+            figures = held_out_agent(train, held, agent=agent, max_false_stops=max_false_stops, seed=seed, fit=fit)
+            report.agents.append(replace(figures, kind=kind, across_kinds=across and within_kind))
+        finally:
+            if done is not None:
+                done()
     return report
 
 

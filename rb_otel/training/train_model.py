@@ -24,10 +24,12 @@ from numpy.typing import NDArray
 
 from rb_otel._version import __version__
 from rb_otel.analysis.fleet import FleetFilter
+from rb_otel.analysis.imported import read_from_source
 from rb_otel.evaluation.caveats import LABELS_HINT
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
 from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_values
 from rb_otel.files import write_atomically
+from rb_otel.importers.detect import input_files
 from rb_otel.importers.labels import Labels
 from rb_otel.steering.pilot import FEATURES, PILOT_V2, PilotModel, TextWeights
 from rb_otel.steering.pilot.fingerprint import FitFingerprint
@@ -40,6 +42,7 @@ from rb_otel.training.held_out import agent_unit, leave_one_agent_out
 from rb_otel.training.permutation import PERMUTATIONS, permutation_test
 from rb_otel.training.relative_skip import choose_relative_skip
 from rb_otel.training.report import MIN_FAILURES, MIN_RUNS, Figure, TrainingReport
+from rb_otel.training.stages import Stages, stages_of
 from rb_otel.training.thresholds import SKIP_OFF, choose_fsm, fold_thresholds, holding_bound
 from rb_otel.urls import display_url
 
@@ -75,7 +78,7 @@ def train(
     folds: int = 5,
     shuffles: int = 3,
     seed: int = 0,
-    progress: Callable[[str], None] | None = None,
+    progress: Stages | Callable[[str], None] | None = None,
     permutations: int = PERMUTATIONS,
     held_out_agents: bool = True,
     where: FleetFilter | None = None,
@@ -86,7 +89,8 @@ def train(
     ``held_out_agents``: with runs of two or more agents, hold each out in turn
     (:mod:`rb_otel.training.held_out`); SKIP is then on only where it held its budget on the held-out agents.
     ``paths`` may be one trace store's URL; ``where`` (time window, agent, service) and ``engine="chdb"`` select
-    the runs in the source (:mod:`rb_otel.analysis.imported`).
+    the runs in the source (:mod:`rb_otel.analysis.imported`). ``progress``: each stage and its counts
+    (:class:`~rb_otel.training.stages.Stages`), or a function of one line per stage.
 
     Raises :class:`TrainingError` when there is nothing to fit, and
     :class:`~rb_otel.importers.model.RecordError` for an unreadable input.
@@ -94,7 +98,10 @@ def train(
     if not 0.0 <= max_false_stops < 1.0:
         raise TrainingError(f"max_false_stops must be in [0, 1), got {max_false_stops!r}")
     _require_scipy()
-    dataset = read_dataset(paths, labels=labels, format=format, where=where, engine=engine)
+    stages = stages_of(progress)
+    stored = read_from_source(paths, where, engine)
+    stages.stage("reading the runs", None if stored else len(input_files(paths)), "file")
+    dataset = read_dataset(paths, labels=labels, format=format, where=where, engine=engine, done=stages.advance)
     _checked_runs(dataset, paths)
     return train_dataset(
         dataset,
@@ -104,7 +111,7 @@ def train(
         folds=folds,
         shuffles=shuffles,
         seed=seed,
-        progress=progress,
+        progress=stages,
         permutations=permutations,
         held_out_agents=held_out_agents,
     )
@@ -119,29 +126,31 @@ def train_dataset(
     folds: int = 5,
     shuffles: int = 3,
     seed: int = 0,
-    progress: Callable[[str], None] | None = None,
+    progress: Stages | Callable[[str], None] | None = None,
     permutations: int = PERMUTATIONS,
     held_out_agents: bool = True,
 ) -> TrainingResult:
     """:func:`train` on runs already read (a subset of a dataset, say: ``training/half_split.py`` fits on half
     the task groups and tests on the other half)."""
     _require_scipy()
-    say = progress or (lambda _: None)
+    stages = stages_of(progress)
     runs = _checked_runs(dataset, ["the runs"])
-    say(f"read {len(runs)} labelled runs from {dataset.files} file(s); extracting prefix features")
+    stages.stage(f"extracting the features of {len(runs)} labelled runs from {dataset.files} file(s)")
     prior = prior_of(runs)
     data = extract(runs, prior)
-    say(f"{len(data.run)} prefixes; task-grouped {folds}-fold cross-validation (the fit chosen inside each fold)")
-    oof = nested_out_of_fold(data, k=folds, seed=seed)
+    stages.stage(f"{folds}-fold cross-validation by task ({len(data.run)} prefixes)", folds, "fold")
+    oof = nested_out_of_fold(data, k=folds, seed=seed, done=stages.advance)
     report = _report(data, oof, dataset, folds=folds, max_false_stops=max_false_stops)
     if permutations > 0:
-        say(f"{permutations} fits on shuffled outcomes (the test against chance)")
+        stages.stage("the test against chance (fits on shuffled outcomes)", permutations, "fit")
         real = report.last_step[0].auroc
-        report.permutation = permutation_test(data, oof.folds, oof.chosen, real, permutations=permutations, seed=seed)
-    say("file-order sensitivity and the final fit")
-    report.order_sensitivity = _order_sensitivity(runs, prior, oof, shuffles=shuffles, seed=seed)
+        report.permutation = permutation_test(data, oof.folds, oof.chosen, real, permutations=permutations, seed=seed,
+                                              done=stages.advance)  # fmt: skip
+    stages.stage("file-order sensitivity and the final fit", shuffles * folds + 1, "fit")
+    report.order_sensitivity = _order_sensitivity(runs, prior, oof, shuffles=shuffles, seed=seed, done=stages.advance)
     candidate, _ = select(data, range(len(runs)), seed=seed)
     fitted = fit_candidate(data, range(len(runs)), candidate)
+    stages.advance()
     report.final_candidate = candidate.name
     report.check(early_step([len(r.steps) for r in runs]), fitted.constant)
     if report.permutation is None:
@@ -149,8 +158,10 @@ def train_dataset(
     probabilities = _per_run(data, oof.logits)
     several = len({agent_unit(r) for r in runs}) >= 2
     if held_out_agents and several:
-        say("leave one agent out (each agent's runs scored by a fit on the others)")
-        report.held_out = leave_one_agent_out(runs, max_false_stops=max_false_stops, seed=seed, progress=say)
+        agents = len({agent_unit(r) for r in runs})
+        stages.stage("leave one agent out (each scored by a fit on the others)", agents, "agent")
+        report.held_out = leave_one_agent_out(runs, max_false_stops=max_false_stops, seed=seed, progress=stages.note,
+                                              done=stages.advance)  # fmt: skip
     fsm = choose_fsm(
         [p for p, r in zip(probabilities, runs, strict=True) if not r.failed],
         probabilities,
@@ -283,9 +294,16 @@ def _fold_auroc(y: Sequence[bool], values: NDArray[np.float64], folds: NDArray[n
 
 
 def _order_sensitivity(
-    runs: list[LabelledRun], prior: dict[str, float], oof: OutOfFold, *, shuffles: int, seed: int
+    runs: list[LabelledRun],
+    prior: dict[str, float],
+    oof: OutOfFold,
+    *,
+    shuffles: int,
+    seed: int,
+    done: Callable[[], None] | None = None,
 ) -> list[float]:
-    """The pooled last-step AUROC again with the runs in shuffled orders (each fold's family kept)."""
+    """The pooled last-step AUROC again with the runs in shuffled orders (each fold's family kept); ``done()``
+    after each fold's fit."""
     out = []
     by_name = {c.name: c for c in CANDIDATES}
     for s in range(shuffles):
@@ -299,6 +317,8 @@ def _order_sensitivity(
             model = fit_candidate(data, train_runs, by_name[name])
             held = data.rows_of(np.flatnonzero(folds == f).tolist())
             logits[held] = model.logits(data)[held]
+            if done is not None:
+                done()
         last = [logits[data.run == i][-1] for i in range(len(shuffled))]
         out.append(auroc([r.failed for r in shuffled], last))
     return out

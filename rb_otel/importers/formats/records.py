@@ -24,8 +24,13 @@ def observation(value: str | None) -> str | None:
 
 
 def load_json(path: Path) -> Any:
+    """The JSON document in ``path``; :class:`RecordError` naming the place and the problem when it is none (an
+    empty file, text that is not JSON or not UTF-8)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            raise RecordError(str(path), "file", "empty: no records in it")
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordError(str(path), f"line {exc.lineno} column {exc.colno}", f"not valid JSON ({exc.msg})") from None
     except UnicodeDecodeError as exc:

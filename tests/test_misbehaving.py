@@ -392,7 +392,7 @@ def test_no_output_of_any_bad_input_holds_the_password(
     for args, code in [
         ([good], 0),
         ([good, "--json"], 0),
-        ([good, "--forget", "nosuch"], 1),
+        ([good, "--forget", "nosuch"], 2),  # bad input: exit 2, as everywhere
         ([good, "--forget", KEY], 0),
         ([f"redis://:{SECRET}x@127.0.0.1:{port}/0"], 2),  # a wrong password
         ([f"redis://nobody:{SECRET}@127.0.0.1:{port}/0"], 2),  # a wrong user

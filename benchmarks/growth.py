@@ -24,8 +24,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from compare import GROWTH_VARIANTS, ensure_venv, started
+from peer_workers import ensure_venv, started
 
+#: The variants the growth with run length and concurrency is measured for (``compare.py`` runs these too).
+GROWTH_VARIANTS = ("bare", "rb-otel", "rb-otel-wrapper", "otel-genai")
 #: Run lengths compared, and runs of each per turn (long runs take a while: fewer of them).
 LENGTHS = {10: 4, 100: 1}
 AT_ONCE = 200

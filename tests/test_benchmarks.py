@@ -110,10 +110,10 @@ def test_peer_worker_answers_turns_and_reports_spans_and_memory() -> None:
 
 
 def test_compare_starts_its_workers_one_after_another_and_drives_them() -> None:
-    """compare.py's workers (also growth.py's): each started once the one before is ready, its ready reply kept,
-    then asked for runs and told to quit."""
-    compare = _module("compare")
-    workers = compare.started(Path(sys.executable), ["bare", "rb-otel"], ("--warmup", "1"))
+    """compare.py's and growth.py's workers (``peer_workers.py``): each started once the one before is ready, its
+    ready reply kept, then asked for runs and told to quit."""
+    peer_workers = _module("peer_workers")
+    workers = peer_workers.started(Path(sys.executable), ["bare", "rb-otel"], ("--warmup", "1"))
     try:
         assert [w.info["variant"] for w in workers.values()] == ["bare", "rb-otel"]
         for worker in workers.values():
@@ -141,13 +141,40 @@ def test_the_long_reasoning_variants_run(tmp_path: Path) -> None:
 
 
 def _module(name: str) -> Any:
-    """A benchmark script as a module (they are scripts, not a package)."""
+    """A benchmark script as a module (they are scripts, not a package), its sibling modules importable as they
+    are when it runs from ``benchmarks/``."""
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
     return module
+
+
+def test_no_benchmark_script_imports_one_that_imports_it_back() -> None:
+    """The scripts import shared code from modules of its own (``peer_workers``), never each other in a circle."""
+    import ast
+
+    local = {p.stem for p in BENCHMARKS.glob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for path in BENCHMARKS.glob("*.py"):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module.split(".")[0])
+        edges[path.stem] = found & local
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in edges.get(start, ()))
+
+    assert edges["compare"] >= {"growth", "peer_workers"} and "peer_workers" in edges["growth"]
+    assert [name for name in sorted(edges) if reaches(name, name, set())] == []
 
 
 def test_a_count_includes_the_batches_rb_otels_flusher_thread_did(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -233,12 +260,9 @@ def test_the_floor_is_the_overhead_outside_rb_otels_own_layers() -> None:
     assert compare.floor_rows({"rb-otel": table["rb-otel"]}, ["rb-otel"]) == []  # no bare agent, no baseline
 
 
-def test_the_growth_table_sets_concurrency_against_one_pool_thread_and_the_main_thread(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_growth_table_sets_concurrency_against_one_pool_thread_and_the_main_thread() -> None:
     """growth.py's table: per-step overheads at both lengths, and the 200-at-once figure against runs one at a time
     on the main thread and against the same runs through a pool of one thread (concurrency alone)."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # growth imports compare
     growth = _module("growth")
     calls = {"bare": {"5": 100.0, "10": 200.0, "100": 2000.0}, "rb-otel": {"5": 600.0, "10": 1200.0, "100": 12000.0}}
     per_step = {"bare": {10: [], 100: []}, "rb-otel": {10: [0.7, 0.5, 0.6], 100: [0.66]}}

@@ -419,7 +419,7 @@ def test_the_baselines_command_lists_and_forgets(tmp_path: Path, capsys: pytest.
     capsys.readouterr()
     assert main(["baselines", url, "--json", str(tmp_path / "out.json")]) == 0
     assert [a["agent"] for a in json.loads((tmp_path / "out.json").read_text())["agents"]] == ["coder|m"]
-    assert main(["baselines", url, "--forget", "nobody"]) == 1
+    assert main(["baselines", url, "--forget", "nobody"]) == 2  # bad input, as everywhere
     assert main(["baselines", "ftp://x"]) == 2
     assert "unknown baseline store scheme" in capsys.readouterr().err
 

@@ -124,8 +124,9 @@ def test_a_first_jsonl_line_over_any_sniff_is_read(tmp_path: Path) -> None:
 def test_an_empty_input_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    assert main(["replay", str(empty), "--format", "agy", "--out", str(tmp_path / "out")]) == 1
+    assert main(["replay", str(empty), "--format", "agy", "--out", str(tmp_path / "out")]) == 2  # bad input
     assert "no runs found" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # no empty output files, not even their folder
 
 
 def test_an_io_harness_store_is_read_without_leaving_files(tmp_path: Path) -> None:

@@ -170,8 +170,11 @@ def test_fan_out_gives_remote_calls_to_the_first_emitter_that_observes_them(otel
             "rb_otel.backends.baselines.opening",
             "open_summary_store",
         ),
-        ("rb_otel.steering.baselines", "display_url", "rb_otel.backends.baselines.urls", "display_url"),
-        ("rb_otel.steering.baselines", "scrub", "rb_otel.backends.baselines.urls", "scrub"),
+        ("rb_otel.steering.baselines", "display_url", "rb_otel.urls", "display_url"),
+        ("rb_otel.steering.baselines", "scrub", "rb_otel.urls", "scrub"),
+        ("rb_otel.backends.baselines.urls", "display_url", "rb_otel.urls", "display_url"),
+        ("rb_otel.backends.baselines.urls", "scrub", "rb_otel.urls", "scrub"),
+        ("rb_otel.backends.baselines.urls", "encoded_credentials", "rb_otel.urls", "encoded_credentials"),
     ],
 )
 def test_a_moved_name_still_works_and_warns_with_its_new_home(

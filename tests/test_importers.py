@@ -102,7 +102,7 @@ def test_io_harness_029_matches_the_crates_read_back(otel: Otel) -> None:
 def test_swe_agent_trajectories(otel: Otel, name: str) -> None:
     raw = json.loads(data_path(f"swe_agent/{name}").read_text())
     [result] = replay(data_path(f"swe_agent/{name}"), tracer_provider=otel.tracer_provider)
-    assert result.step_count == len(raw["trajectory"]) and result.outcome == "success"
+    assert result.step_count == len(raw["trajectory"]) and result.outcome == "unlabelled"  # a submitted patch
     thoughts = [e.thought_preview for e in result.steps]
     assert thoughts == [s["thought"][:120] for s in raw["trajectory"]]
     assert [e.tool_calls[0] for e in result.steps] == [s["action"].strip().split()[0] for s in raw["trajectory"]]
@@ -409,4 +409,6 @@ def test_cli_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypa
     out = capsys.readouterr().out
     assert "would have entered SLOW at step 5" in out
     assert (tmp_path / "o" / "replay-traces.jsonl").stat().st_size > 0
-    assert main(["replay", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o")]) == 1
+    written = (tmp_path / "o" / "replay-traces.jsonl").read_bytes()
+    assert main(["replay", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o")]) == 2  # bad input
+    assert (tmp_path / "o" / "replay-traces.jsonl").read_bytes() == written  # the last set is left as it was

@@ -29,11 +29,11 @@ from rb_otel.backends.baselines.errors import SummaryStoreError
 from rb_otel.backends.baselines.opening import open_summary_store
 from rb_otel.backends.baselines.redis_store import RedisSummaryStore
 from rb_otel.backends.baselines.sqlite_store import SqliteSummaryStore
-from rb_otel.backends.baselines.urls import display_url
 from rb_otel.steering.agent_keys import agent_key
 from rb_otel.steering.pilot.baselines import RunSummary
 from rb_otel.telemetry.batch import HANDOVER_BOUND_MS
 from rb_otel.telemetry.otlp_json import read_spans
+from rb_otel.urls import display_url
 
 TESTS = Path(__file__).resolve().parent
 KEY = agent_key("coder", "@google/Gemini-3-Pro")
@@ -392,7 +392,7 @@ def test_no_output_of_any_bad_input_holds_the_password(
     for args, code in [
         ([good], 0),
         ([good, "--json"], 0),
-        ([good, "--forget", "nosuch"], 1),
+        ([good, "--forget", "nosuch"], 2),  # bad input: exit 2, as everywhere
         ([good, "--forget", KEY], 0),
         ([f"redis://:{SECRET}x@127.0.0.1:{port}/0"], 2),  # a wrong password
         ([f"redis://nobody:{SECRET}@127.0.0.1:{port}/0"], 2),  # a wrong user

@@ -173,7 +173,9 @@ def test_the_report_page_is_the_same_page_from_a_store(demo: Path, folder: str, 
     assert pages[0] == pages[1] == pages[2]
     assert "demo-stalled" in pages[0] and "demo-experiment" not in pages[0]  # only that agent's runs
     empty = _cli("report", folder, "--page", "--agent", "nobody", "--out", str(tmp_path / "none.html"))
-    assert empty.returncode == 2 and empty.stderr.strip() == f"error: no runs (invoke_agent spans) in {folder}"
+    message = f"error: no runs (invoke_agent spans) in {folder} under the filters given"
+    assert empty.returncode == 2 and empty.stderr.strip() == message
+    assert not (tmp_path / "none.html").exists()
 
 
 def test_evaluate_gives_the_same_figures_from_every_source(demo: Path, folder: str, tmp_path: Path) -> None:

@@ -37,8 +37,9 @@ from rb_otel.analysis.fleet import FleetFilter, FleetRow, fleet_sql, rows_from_s
 from rb_otel.analysis.runs import runs_sql, span_record
 from rb_otel.analysis.schema import OTEL_TRACES_DDL, OTLP_JSON_ROWS, REQUIRED_COLUMNS
 from rb_otel.analysis.spans import SpanFileError, span_rows
-from rb_otel.backends.baselines.urls import display_url, scrub
+from rb_otel.analysis.trace_files import trace_files
 from rb_otel.report.traces import ReportRun, load_runs, runs_from_records
+from rb_otel.urls import display_url, scrub
 
 __all__ = ["ENGINES", "ChdbSource", "ClickHouseSource", "FilesSource", "RunsSource", "SourceError", "open_source"]
 
@@ -64,6 +65,8 @@ class RunsSource(Protocol):
 
     #: The source as messages show it.
     shown: str
+    #: One line naming the files of a folder left out (they hold no OTLP/JSON traces), else ``None``.
+    skipped: str | None
 
     def fleet_summary(self, where: FleetFilter) -> list[FleetRow]:
         """The fleet summary for ``where`` (:mod:`rb_otel.analysis.fleet`)."""
@@ -85,9 +88,11 @@ class RunsSource(Protocol):
 class FilesSource:
     """OTLP/JSON lines files read in Python."""
 
-    def __init__(self, paths: Sequence[str | Path]) -> None:
+    skipped: str | None = None
+
+    def __init__(self, paths: Sequence[str | Path], *, shown: str = "") -> None:
         self.paths = [Path(p) for p in paths]
-        self.shown = ", ".join(map(str, self.paths))
+        self.shown = shown or ", ".join(map(str, self.paths))
         for path in self.paths:
             if not path.is_file():
                 raise SourceError(f"{path}: no such trace file")
@@ -117,6 +122,8 @@ def _identifier(value: str, what: str, shown: str) -> str:
 
 class _SqlSource:
     """The queries and the schema check shared by chdb and a server: ``_rows(sql)`` is the engine."""
+
+    skipped: str | None = None
 
     shown: str
     database: str
@@ -327,6 +334,15 @@ def open_source(specs: Sequence[str], *, engine: str = "python") -> RunsSource:
             return ChdbSource(folder=unquote(parts.path), database=query.get("database", ["default"])[0],
                               table=query.get("table", ["otel_traces"])[0], shown=display_url(url))  # fmt: skip
         raise SourceError(f"{display_url(url)}: not a source rb-otel reads (clickhouse://, clickhouses://, chdb://)")
-    if engine == "chdb":
-        return ChdbSource(files=specs, shown=", ".join(specs))
-    return FilesSource(specs)
+    try:
+        found = trace_files(specs)
+    except (FileNotFoundError, ValueError) as exc:
+        raise SourceError(str(exc)) from None
+    except OSError as exc:
+        raise SourceError(f"{exc.filename}: cannot read it ({exc.strerror})") from None
+    shown = ", ".join(specs)
+    source: RunsSource = (
+        ChdbSource(files=found.files, shown=shown) if engine == "chdb" else FilesSource(found.files, shown=shown)
+    )
+    source.skipped = found.note()
+    return source

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
+from rb_otel.cli.output import check_outputs
 from rb_otel.cli.pilot import add_baselines, add_train
 from rb_otel.cli.reports import add_reports
 from rb_otel.cli.runs import add_demo, add_replay_and_evaluate
+from rb_otel.files import OutputError
 
 __all__ = ["build_parser", "main"]
 
@@ -28,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_train(sub, formats)
     add_reports(sub)
     add_baselines(sub)
+    for command in sub.choices.values():
+        command.set_defaults(command_parser=command)  # an unknown flag is answered with the command's own usage
     return parser
 
 
@@ -48,11 +53,22 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; its exit status: 0 done, 1 done but not all of it delivered (or not trusted: ``train``),
+    2 bad input or an output it cannot write (one line on standard error, never a traceback), 130 interrupted."""
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     _configure_logging(args.verbose)
     try:
+        check_outputs(args)  # before any work: nothing is done that cannot be saved
         code: int = args.func(args)
+    except OutputError as exc:  # from the check, or a write that failed all the same (a full disk)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # Ctrl-C, also while waiting on an export: a line, not a traceback
         print("interrupted; what was not exported yet is lost", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `rb-otel evaluate ... | head`: the reader left; nothing more to say, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would raise again
+        return 141
     return code

@@ -1,15 +1,23 @@
-"""What every ``rb-otel`` command writes: files written whole or not at all, and one ``--json`` option."""
+"""What every ``rb-otel`` command writes: files written whole or not at all, checked before the work starts, and one
+``--json`` option.
+
+A command declares the files it may write (``outputs``, a function of its arguments, set as a parser default);
+:func:`rb_otel.cli.main.main` checks each before the command runs and turns :class:`~rb_otel.files.OutputError`,
+wherever it is raised, into one line and exit 2. So no command does its work and then fails to save it, and none
+leaves a traceback, a half-written file or a truncated old one.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rb_otel.files import write_atomically
+from rb_otel.files import check_writable, write_atomically
 
-__all__ = ["JSON_HELP", "emit_json", "json_option", "write"]
+__all__ = ["JSON_HELP", "check_outputs", "emit_json", "json_option", "json_path", "outputs", "write"]
 
 JSON_HELP = "also write the report as JSON to PATH (- or no PATH: only the JSON, to standard output)"
 
@@ -33,3 +41,20 @@ def json_option(parser: argparse.ArgumentParser) -> None:
     """``--json PATH`` (a file, written whole or not at all), ``--json -`` or a bare ``--json`` (stdout): one
     meaning in every command."""
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH", help=JSON_HELP)
+
+
+def json_path(args: argparse.Namespace) -> list[Path]:
+    """The ``--json`` file, when the command writes one (not standard output)."""
+    return [Path(args.json)] if args.json not in (None, "-") else []
+
+
+def outputs(parser: argparse.ArgumentParser, files: Callable[[argparse.Namespace], Iterable[Path]]) -> None:
+    """Declare the files a command may write: ``files(args)``, checked before it runs."""
+    parser.set_defaults(outputs=files)
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Raise :class:`~rb_otel.files.OutputError` for the first file the command declared that cannot be written."""
+    declared: Callable[[argparse.Namespace], Iterable[Path]] | None = getattr(args, "outputs", None)
+    for path in declared(args) if declared is not None else ():
+        check_writable(path)

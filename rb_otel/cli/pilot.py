@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from rb_otel.cli.output import emit_json, json_option
+from rb_otel.cli.output import emit_json, json_option, json_path, outputs
 from rb_otel.cli.sources import add_source_options, source_filter
 
 __all__ = ["add_baselines", "add_train"]
@@ -15,13 +16,11 @@ __all__ = ["add_baselines", "add_train"]
 
 def _train(args: argparse.Namespace) -> int:
     from rb_otel.analysis import SourceError
+    from rb_otel.cli.progress import Progress
     from rb_otel.importers import RecordError
     from rb_otel.training import TrainingError, train
 
-    def progress(line: str) -> None:
-        if not args.quiet:
-            print(f"  {line}", file=sys.stderr)
-
+    progress = Progress(enabled=not args.quiet)
     try:
         result = train(
             args.paths,
@@ -36,8 +35,10 @@ def _train(args: argparse.Namespace) -> int:
             engine=args.engine,
         )
     except (TrainingError, RecordError, SourceError, OSError) as exc:
+        progress.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    progress.close()
     if args.json != "-":
         for line in result.report.table():
             print(line)
@@ -67,7 +68,7 @@ def _baselines(args: argparse.Namespace) -> int:
     store that does not exist is an error, never created."""
     from rb_otel.backends.baselines.errors import SummaryStoreError
     from rb_otel.backends.baselines.opening import open_summary_store
-    from rb_otel.backends.baselines.urls import display_url, scrub
+    from rb_otel.urls import display_url, scrub
 
     shown = display_url(args.url)
     try:
@@ -81,7 +82,7 @@ def _baselines(args: argparse.Namespace) -> int:
                 print(
                     f"error: {shown}: no agent {args.forget!r} (rb-otel baselines {shown} lists them)", file=sys.stderr
                 )
-                return 1
+                return 2
             print(f"forgot {args.forget} in {shown}")
             return 0
         agents = store.agents()
@@ -144,8 +145,9 @@ def add_train(sub: Any, formats: list[str]) -> None:
     tr.add_argument("--force", action="store_true", help="write the model even when the report does not trust it")
     tr.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
     json_option(tr)
-    tr.add_argument("--quiet", action="store_true", help="no progress lines")
+    tr.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, plain lines in a log)")
     tr.set_defaults(func=_train)
+    outputs(tr, lambda args: [Path(args.out), *json_path(args)])
 
 
 def add_baselines(sub: Any) -> None:
@@ -155,3 +157,4 @@ def add_baselines(sub: Any) -> None:
     json_option(bl)
     bl.add_argument("--forget", default=None, metavar="AGENT", help="drop this agent's baseline (its key, as listed)")
     bl.set_defaults(func=_baselines)
+    outputs(bl, json_path)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rb_otel.cli.output import emit_json, json_option, write
+from rb_otel.cli.output import emit_json, json_option, json_path, outputs, write
 from rb_otel.cli.sources import add_source_options, source_filter
 
 __all__ = ["add_reports"]
@@ -30,6 +30,11 @@ def _summary(args: argparse.Namespace) -> int:
         return 2
     if plan is not None:
         print(plan, file=sys.stderr)
+    if source.skipped:
+        print(source.skipped, file=sys.stderr)
+    if not rows:  # as the page says: nothing to summarise is an error, not an empty success
+        print(f"error: no runs (invoke_agent spans) in {source.shown}{_under(args)}", file=sys.stderr)
+        return 2
     if args.json != "-":
         print("\n".join(format_summary(rows)))
     if args.json is not None:
@@ -37,12 +42,23 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _under(args: argparse.Namespace) -> str:
+    """`` under the filters given`` when some were given."""
+    given = any(getattr(args, name) is not None for name in ("since", "until", "agent", "service"))
+    return " under the filters given" if given else ""
+
+
+def _summarises(args: argparse.Namespace) -> bool:
+    """Whether ``report`` prints the summary (asked for, or the default for a store) rather than the page."""
+    store = args.engine != "python" or any("://" in p for p in args.paths)
+    return bool(args.summary or (store and not args.page))
+
+
 def _report(args: argparse.Namespace) -> int:
     from rb_otel.analysis import SourceError, open_source
     from rb_otel.report import render_report
 
-    store = args.engine != "python" or any("://" in p for p in args.paths)
-    if args.summary or (store and not args.page):
+    if _summarises(args):
         return _summary(args)
     # the page: every run under the filters with its steps, read as evaluate and train read them
     try:
@@ -54,10 +70,12 @@ def _report(args: argparse.Namespace) -> int:
     except SourceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if source.skipped:
+        print(source.skipped, file=sys.stderr)
     for problem in problems:
         print(f"skipped: {problem}", file=sys.stderr)
     if not runs:
-        print(f"error: no runs (invoke_agent spans) in {source.shown}", file=sys.stderr)
+        print(f"error: no runs (invoke_agent spans) in {source.shown}{_under(args)}", file=sys.stderr)
         return 2
     write(Path(args.out), render_report(runs))
     return 0
@@ -72,6 +90,8 @@ def _ab_report(args: argparse.Namespace) -> int:
     try:
         prices = load_prices(args.prices) if args.prices else None
         source = open_source(args.paths, engine=args.engine)
+        if source.skipped:
+            print(source.skipped, file=sys.stderr)
         try:
             where = source_filter(args)
             result = source.experiment_report(args.experiment, where, on_fraction=args.on_fraction, prices=prices)
@@ -96,7 +116,8 @@ def add_reports(sub: Any) -> None:
                         "(--summary) of files, a chdb folder or a ClickHouse server")  # fmt: skip
     add_source_options(
         rp,
-        files="OTLP/JSON lines files (the Collector file exporter's, the demo's)",
+        files="OTLP/JSON lines files or folders of them (the Collector file exporter's, the demo's out/; other "
+        "harnesses' records: rb-otel replay turns them into these)",
         engine="how files are read for the summary: python, or chdb (the embedded engine, the store's SQL)",
     )
     rp.add_argument("--out", default="report.html", help="where to write the page (default: report.html)")
@@ -113,11 +134,12 @@ def add_reports(sub: Any) -> None:
                     "filters apply) to standard error")  # fmt: skip
     json_option(rp)
     rp.set_defaults(func=_report)
+    outputs(rp, lambda args: json_path(args) if _summarises(args) else [Path(args.out)])
     ab = sub.add_parser("ab-report", help="an A/B experiment's report from trace files, a chdb folder or a "
                         "ClickHouse server (computed in the store)")  # fmt: skip
     add_source_options(
         ab,
-        files="OTLP/JSON lines files the experiment's runs were exported to",
+        files="OTLP/JSON lines files or folders of them, where the experiment's runs were exported",
         engine="how files are read: python, or chdb (the embedded engine, the store's SQL)",
     )
     ab.add_argument("--experiment", required=True, help="the experiment id (rb.experiment.id)")
@@ -128,3 +150,4 @@ def add_reports(sub: Any) -> None:
                     "(where the filters apply) to standard error")  # fmt: skip
     json_option(ab)
     ab.set_defaults(func=_ab_report)
+    outputs(ab, json_path)

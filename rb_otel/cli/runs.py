@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rb_otel.cli.output import emit_json, json_option, write
+from rb_otel.cli.output import emit_json, json_option, json_path, outputs, write
+from rb_otel.cli.progress import Progress
 from rb_otel.cli.sources import add_source_options, source_filter
 
 __all__ = ["add_demo", "add_replay_and_evaluate"]
@@ -43,7 +45,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _report_delivery(providers: Any, *, quiet: bool = False) -> int:
-    """Print what was and was not delivered; 1 when spans were dropped (the command's work is not all out)."""
+    """Print what was and was not delivered; 2 when a file could not be written (that alone is said: its spans
+    count as dropped too), 1 when spans were dropped (the command's work is not all out), else 0."""
+    unwritten = providers.unwritten()
+    for line in unwritten:
+        print(f"error: {line}", file=sys.stderr)
+    if unwritten:
+        return 2
     lines, complete = providers.delivery()
     for line in lines:
         if not quiet or not complete:
@@ -53,19 +61,26 @@ def _report_delivery(providers: Any, *, quiet: bool = False) -> int:
     return 0 if complete else 1
 
 
+def _replay_files(args: argparse.Namespace) -> list[Path]:
+    out = Path(args.out)
+    return [out / "replay-traces.jsonl", out / "replay-metrics.jsonl"]
+
+
 def _replay(args: argparse.Namespace) -> int:
+    """Every path replayed into one set of files (written whole when the providers shut down); 2 when a path
+    could not be read or held no run (the others are still replayed: nothing read is lost), else 1 when the
+    export was not complete."""
     from rb_otel.importers import RecordError, replay
     from rb_otel.telemetry.setup import configure
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    providers = configure(
-        service_name="rb-otel-replay",
-        traces_file=out / "replay-traces.jsonl",
-        metrics_file=out / "replay-metrics.jsonl",
-        fresh_files=True,
-    )
-    failed = 0
+    missing = [path for path in args.paths if not Path(path).exists()]
+    if missing:
+        print(f"error: {missing[0]}: no such file or folder", file=sys.stderr)
+        return 2
+    traces, metrics = _replay_files(args)
+    providers = configure(service_name="rb-otel-replay", traces_file=traces, metrics_file=metrics, fresh_files=True)
+    failed = replayed = 0
+    progress, done = _files_progress(args, "replaying")
     try:
         for path in args.paths:
             try:
@@ -79,23 +94,35 @@ def _replay(args: argparse.Namespace) -> int:
                     meter_provider=providers.meter_provider,
                     logger_provider=providers.logger_provider,
                     keep_steps=False,
+                    progress=done,
                 )
             except (RecordError, OSError) as exc:
-                print(f"error: {exc}", file=sys.stderr)
+                progress.echo(f"error: {exc}", sys.stderr)
                 failed += 1
                 continue
             if not results:
-                print(f"error: {path}: no runs found (is --format {args.format} right for it?)", file=sys.stderr)
+                progress.echo(f"error: {path}: {_no_runs(path, args.format)}", sys.stderr)
                 failed += 1
+            replayed += len(results)
             for result in results:
                 for line in _describe(result, args.rescore or args.scorer is not None):
-                    print(line)
+                    progress.echo(line)
             for problem in results[0].problems if results else []:
-                print(f"skipped: {problem}", file=sys.stderr)
+                progress.echo(f"skipped: {problem}", sys.stderr)
     finally:
+        progress.close()
         providers.shutdown()
-    delivered = _report_delivery(providers)
-    return 1 if failed or delivered else 0
+    delivered = _report_delivery(providers) if replayed else 0
+    return 2 if failed else delivered
+
+
+def _no_runs(path: str, format: str) -> str:
+    """Why a path gave no run, and what to try."""
+    if Path(path).is_dir() and not any(p.is_file() for p in Path(path).iterdir()):
+        return "an empty folder, no runs"
+    if format == "auto":
+        return "no runs found (pass --format if the format detected is not the right one)"
+    return f"no runs found (is --format {format} right for it?)"
 
 
 def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
@@ -111,10 +138,27 @@ def _describe(result: Any, rescore: bool, indent: str = "") -> list[str]:
     return lines
 
 
+def _files_progress(args: argparse.Namespace, name: str) -> tuple[Progress, Callable[[Any, int], None]]:
+    """A progress stage over the files ``args.paths`` name (folders expanded; a store's URL: one step), and the
+    ``(file, runs so far)`` callback that advances it."""
+    from rb_otel.importers.detect import input_files
+
+    progress = Progress(enabled=not args.quiet)
+    stored = any("://" in str(p) for p in args.paths)
+    progress.stage(name, None if stored else len(input_files(args.paths)), "file")
+
+    def done(_file: Any, runs: int) -> None:
+        progress.note(f"{runs:,} runs so far")
+        progress.advance()
+
+    return progress, done
+
+
 def _evaluate(args: argparse.Namespace) -> int:
-    from rb_otel.evaluation import EvaluationError, evaluate, print_progress
+    from rb_otel.evaluation import EvaluationError, evaluate
     from rb_otel.importers import RecordError
 
+    progress, done = _files_progress(args, "replaying and scoring")
     try:
         result = evaluate(
             args.paths,
@@ -122,13 +166,15 @@ def _evaluate(args: argparse.Namespace) -> int:
             scorer=args.scorer or "pilot",
             pilot_model=args.pilot_model,
             format=args.format,
-            progress=None if args.quiet else print_progress,
+            progress=done,
             where=source_filter(args),
             engine=args.engine,
         )
     except (EvaluationError, RecordError, OSError, ValueError) as exc:
+        progress.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    progress.close()
     for problem in result.problems:
         print(f"skipped: {problem}", file=sys.stderr)
     if result.unlabelled:
@@ -136,7 +182,6 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.json != "-":
         for line in result.table():
             print(line)
-    # Written whole or not at all: each output goes to a temporary file renamed into place.
     if args.json is not None:
         emit_json(args.json, result.as_dict())
     if args.html:
@@ -152,6 +197,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def add_demo(sub: Any) -> None:
+    from rb_otel.demo.runner import demo_outputs
     from rb_otel.demo.scenarios import SCENARIOS
 
     demo = sub.add_parser("demo", help="run scripted agents through the real pipeline and export them")
@@ -176,6 +222,7 @@ def add_demo(sub: Any) -> None:
         "--experiment", type=int, default=0, metavar="USERS", help="also run an A/B experiment and print its report"
     )
     demo.set_defaults(func=_demo)
+    outputs(demo, lambda args: demo_outputs(Path(args.out)))
 
 
 def add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
@@ -186,7 +233,9 @@ def add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     rep.add_argument("--scorer", choices=["heuristic", "pilot"], default=None, help="rescore with this scorer")
     rep.add_argument("--labels", default=None, help="outcomes file (SWE-bench results.json, results_summary.json)")
     rep.add_argument("--out", default="out", help="directory for the OTLP-JSON files (when not exporting OTLP)")
+    rep.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, plain lines in a log)")
     rep.set_defaults(func=_replay)
+    outputs(rep, _replay_files)
     ev = sub.add_parser("evaluate", help="replay labelled runs and measure how well steering flags failures")
     add_source_options(
         ev,
@@ -199,5 +248,6 @@ def add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     ev.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
     json_option(ev)
     ev.add_argument("--html", default=None, help="write an HTML report with plots (calibration, stopping) here")
-    ev.add_argument("--quiet", action="store_true", help="no progress lines")
+    ev.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, plain lines in a log)")
     ev.set_defaults(func=_evaluate)
+    outputs(ev, lambda args: [*json_path(args), *([Path(args.html)] if args.html else [])])

@@ -55,7 +55,8 @@ class GuidanceTakingModel(ScriptedChatModel):
 
 def run_experiment(rb: ReasonBlocks, traces: Path | None, *, units: int, say: Callable[[str], None]) -> None:
     """Run ``units`` users through ``EXPERIMENT_ID`` (half in each arm) and print the report read back from
-    ``traces`` (the OTLP/JSON file the demo exports to; ``None`` when exporting over OTLP: no report)."""
+    ``traces`` (the OTLP/JSON file holding the spans the demo exported so far; ``None`` when they do not go to a
+    file, over OTLP say: no report)."""
     scenario = SCENARIOS["struggling"]()
     say(f"running experiment {EXPERIMENT_ID}: {units} users, on_fraction 0.5 ...")
     for i in range(units):
@@ -75,6 +76,6 @@ def run_experiment(rb: ReasonBlocks, traces: Path | None, *, units: int, say: Ca
                 mw.mark_failure(GAVE_UP)
     rb.flush()
     if traces is None:
-        say("experiment runs exported over OTLP; run `rb-otel ab-report` on the Collector's file export")
+        say("experiment runs exported, not to a file; run `rb-otel ab-report` on the Collector's file export")
         return
     say(format_report(report([traces], EXPERIMENT_ID)))

@@ -24,6 +24,7 @@ from rb_otel.demo.experiment import run_experiment
 from rb_otel.demo.report import RunResult, format_table
 from rb_otel.demo.scenarios import SCENARIOS, Scenario, demo_tools
 from rb_otel.facade.reasonblocks import ReasonBlocks
+from rb_otel.files import write_atomically
 from rb_otel.report.html import render_report
 from rb_otel.report.traces import runs_from_spans
 from rb_otel.steering.etraces import InMemoryPatternStore, load_default_library
@@ -32,7 +33,7 @@ from rb_otel.telemetry.otlp_json import CollectedSpans
 from rb_otel.telemetry.setup import Providers, configure
 from rb_otel.testing import ScriptedChatModel
 
-__all__ = ["DemoOptions", "run_demo"]
+__all__ = ["DemoOptions", "demo_outputs", "run_demo"]
 
 SYSTEM_PROMPT = "You are a careful software engineer. Use the tools to complete the task."
 #: An instance-level (E1) lesson, as a team would distil it from an earlier run of its own.
@@ -86,13 +87,20 @@ def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedCha
 
 
 def _write_step_logs(path: Path, results: Sequence[RunResult]) -> None:
-    """The runs' step logs in the ``steplog`` import format (a header line per run, then its entries)."""
-    with path.open("w", encoding="utf-8") as handle:
-        for r in results:
-            header = {"run_id": r.run_id, "agent_name": f"demo-{r.name}", "outcome": r.outcome, "trace_id": r.trace_id}
-            handle.write(json.dumps(header) + "\n")
-            for entry in r.steps:
-                handle.write(json.dumps(entry.as_dict()) + "\n")
+    """The runs' step logs in the ``steplog`` import format (a header line per run, then its entries), written
+    whole or not at all."""
+    lines = []
+    for r in results:
+        header = {"run_id": r.run_id, "agent_name": f"demo-{r.name}", "outcome": r.outcome, "trace_id": r.trace_id}
+        lines.append(json.dumps(header))
+        lines += [json.dumps(entry.as_dict()) for entry in r.steps]
+    write_atomically(path, "".join(line + "\n" for line in lines))
+
+
+def demo_outputs(out: Path) -> list[Path]:
+    """Every file the demo may write in ``out`` (checked before it starts; the trace and metric files only when
+    spans and metrics go to files)."""
+    return [out / name for name in ("traces.jsonl", "metrics.jsonl", "report.html", "steplogs.jsonl")]
 
 
 def _page(spans: CollectedSpans, results: Sequence[RunResult]) -> str:
@@ -103,7 +111,8 @@ def _page(spans: CollectedSpans, results: Sequence[RunResult]) -> str:
 
 
 def demo_providers(out: Path, prometheus_port: int | None = None) -> Providers:
-    """The demo's providers: OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else fresh OTLP/JSON files in ``out``."""
+    """The demo's providers: OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else OTLP/JSON files in ``out``,
+    each replaced whole when the providers shut down (never touched when they are not the exporter chosen)."""
     return configure(
         service_name="rb-otel-demo",
         traces_file=out / "traces.jsonl",
@@ -155,10 +164,9 @@ def run_demo(options: DemoOptions, *, stream: TextIO = sys.stdout) -> list[RunRe
                 page = _page(page_spans, results)
                 page_spans.stop()
         if options.experiment_units:
-            traces = None if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else out / "traces.jsonl"
-            run_experiment(rb, traces, units=options.experiment_units, say=say)
-        report = out / "report.html"
-        report.write_text(page, encoding="utf-8")
+            rb.flush()  # the experiment reads its runs back from the spans exported so far
+            run_experiment(rb, providers.traces_so_far(), units=options.experiment_units, say=say)
+        report = write_atomically(out / "report.html", page)
         _write_step_logs(out / "steplogs.jsonl", results)
         say(f"report: {report}  step logs: {out / 'steplogs.jsonl'}")
         if options.hold_seconds > 0:

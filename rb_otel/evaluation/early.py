@@ -28,6 +28,7 @@ __all__ = [
     "at_first_state",
     "early_warning",
     "first_sustained",
+    "percent",
     "stop_curve",
     "stop_line",
     "stopping",
@@ -215,10 +216,15 @@ def _share(flags: list[bool]) -> float:
     return sum(flags) / len(flags) if flags else float("nan")
 
 
+def percent(value: float) -> str:
+    """A share as a percentage; ``n/a`` where there was nothing to take a share of (no failing runs, say)."""
+    return "n/a" if math.isnan(value) else f"{value:.1%}"
+
+
 def stop_line(s: StopFigures) -> str:
-    """One stopping rule's figures in words."""
+    """One stopping rule's figures in words (``n/a`` for a share of no runs)."""
     tokens = "" if math.isnan(s.tokens_saved) else f", {s.tokens_saved:.1%} of tokens"
     return (
-        f"{s.rule}: stops {s.stopped_failing:.1%} of failing runs and {s.stopped_successful:.1%} of successful "
-        f"ones (false stops); saves {s.steps_saved:.1%} of steps{tokens}"
+        f"{s.rule}: stops {percent(s.stopped_failing)} of failing runs and {percent(s.stopped_successful)} of "
+        f"successful ones (false stops); saves {percent(s.steps_saved)} of steps{tokens}"
     )

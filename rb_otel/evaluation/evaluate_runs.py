@@ -12,17 +12,18 @@ against; the states reached per outcome; and calibration of the run risk.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rb_otel.analysis.fleet import FleetFilter
 from rb_otel.analysis.imported import read_from_source, source_runs
-from rb_otel.backends.baselines.urls import display_url
 from rb_otel.backends.pilot import PilotScorer
+from rb_otel.evaluation.caveats import LABELS_HINT, fit_caveat, outcome_caveats
 from rb_otel.evaluation.early import (
     EARLY_STEPS,
     EarlyRow,
@@ -35,14 +36,16 @@ from rb_otel.evaluation.early import (
     stopping,
 )
 from rb_otel.evaluation.metrics import auroc, auroc_interval, calibration_bins
-from rb_otel.importers.detect import NotRuns, input_files
+from rb_otel.importers.detect import NotRuns, input_files, no_runs
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
 from rb_otel.importers.reading import SeenRuns, not_runs_problem
 from rb_otel.importers.replay import replay, replay_runs
+from rb_otel.steering.pilot.fingerprint import FitFingerprint, task_keys
 from rb_otel.steering.scoring import Scorer, resolve_scorer
 from rb_otel.telemetry.silent import silent_providers
 from rb_otel.types import FSMState
+from rb_otel.urls import display_url
 
 __all__ = ["EARLY_STEPS", "Evaluation", "EvaluationError", "RunOutcome", "Signal", "evaluate", "print_progress"]
 
@@ -72,6 +75,8 @@ class RunOutcome:
     prefix_prompt_tokens: tuple[int, ...] = ()
     tokens: tuple[int, ...] = ()
     earlier_runs: int | None = None
+    #: Its task group's keys (:func:`~rb_otel.steering.pilot.fingerprint.task_keys`), to tell if a fit saw its task.
+    task_keys: tuple[str, ...] = ()
 
     def trace(self) -> RunTrace:
         return RunTrace(self.failed, self.scores, self.prefix_chars, self.prefix_prompt_tokens, self.tokens,
@@ -88,13 +93,18 @@ class Signal:
     baseline: bool = False  # a trivial baseline, for comparison
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON: ``null`` where a figure is not defined (one outcome only), as JSON has no NaN."""
         return {
             "name": self.name,
-            "auroc": self.auroc,
-            "ci95": [self.low, self.high],
+            "auroc": _known(self.auroc),
+            "ci95": [_known(self.low), _known(self.high)],
             "runs": self.runs,
             "baseline": self.baseline,
         }
+
+
+def _known(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +134,13 @@ class Evaluation:
     early: list[EarlyRow] = field(default_factory=list)
     stopping: list[StopFigures] = field(default_factory=list)
     agents: list[AgentRow] = field(default_factory=list)
+    #: What the figures cannot say (:mod:`rb_otel.evaluation.caveats`): few runs, one outcome, in-sample runs.
+    caveats: list[str] = field(default_factory=list)
+    #: With a fitted model whose file fingerprints its training runs: ``"in-sample"`` (every run was in its fit),
+    #: ``"not in the fit"`` (these figures are on the runs it never saw); ``""`` when not known.
+    sample: str = ""
+    #: The figures on the runs in the fit, when some were and some were not (the figures above are on the others).
+    in_sample: Evaluation | None = None
 
     def stop_curve(self, window: int = 2) -> list[StopFigures]:
         """Savings against false stops as a stop threshold on the score moves (the HTML report's plot)."""
@@ -143,16 +160,23 @@ class Evaluation:
             "states_reached": self.states,
             "calibration": [{"predicted": p, "observed": o, "runs": n} for p, o, n in self.calibration],
             "problems": [str(p) for p in self.problems],
+            "caveats": list(self.caveats),
+            "sample": self.sample,
+            "in_sample": self.in_sample.as_dict() if self.in_sample is not None else None,
         }
 
     def table(self) -> list[str]:
         failed = sum(r.failed for r in self.runs)
-        lines = [f"{len(self.runs)} runs ({failed} failed), scorer {self.scorer}", ""]
+        sample = f", {self.sample}" if self.sample else ""
+        lines = [f"{len(self.runs)} runs ({failed} failed){sample}, scorer {self.scorer}", ""]
+        if self.caveats:
+            lines += ["caveats:", *(f"  - {c}" for c in self.caveats), ""]
         lines.append(f"{'signal':<34}{'AUROC':>7}  {'95% interval':<15}{'runs':>6}")
         for s in self.signals:
             name = f"{s.name} (baseline)" if s.baseline else s.name
             interval = f"{s.low:.2f}-{s.high:.2f}" if s.low == s.low else "n/a"
-            lines.append(f"{name:<34}{s.auroc:>7.3f}  {interval:<15}{s.runs:>6}")
+            value = "n/a" if s.auroc != s.auroc else f"{s.auroc:.3f}"
+            lines.append(f"{name:<34}{value:>7}  {interval:<15}{s.runs:>6}")
         if self.early:
             lines += ["", "early warning (runs still going at step k; baselines from the same first k steps):"]
             lines.append(
@@ -173,6 +197,9 @@ class Evaluation:
             total = sum(counts.values()) or 1
             shares = ", ".join(f"{state} {n} ({n / total:.0%})" for state, n in counts.items())
             lines.append(f"  {outcome:<10} {shares}")
+        if self.in_sample is not None:
+            lines += ["", f"in-sample: the {len(self.in_sample.runs)} runs in the model's fit (flattering):", ""]
+            lines += [f"  {line}" if line else line for line in self.in_sample.table()]
         return lines
 
 
@@ -205,6 +232,7 @@ def _outcome(result: ReplayResult) -> RunOutcome:
         prefix_prompt_tokens=tuple(prompt[i] if i < len(prompt) else 0 for i, _ in scored),
         tokens=tuple(e.tokens for _, e in scored),
         earlier_runs=result.earlier_runs,
+        task_keys=task_keys(result.run_id, result.group_id, result.task_id),
     )
 
 
@@ -236,7 +264,7 @@ def evaluate(
     Raises :class:`EvaluationError` when no run has an outcome (naming the files and how to pass labels) or when
     ``labels`` match no run (listing run ids of both sides); :class:`RecordError` for an unreadable input;
     ``ValueError`` for a model file that is not one.
-    ``progress(path, runs so far)`` is called after each path.
+    ``progress(path, runs so far)`` is called after each file (a skipped one too).
     ``paths`` may be one trace store's URL; ``where`` (time window, agent, service) and ``engine="chdb"`` select
     the runs in the source (:mod:`rb_otel.analysis.imported`), which raises
     :class:`~rb_otel.analysis.sources.SourceError` when it cannot be reached or read.
@@ -256,22 +284,60 @@ def evaluate(
         results = _replay_all(paths, shared, outcomes, format, progress)
     labelled = _labelled(results.results, outcomes, paths)
     runs = [_outcome(r) for r in labelled]
+    unlabelled = len(results.results) - len(labelled)
+    if pilot_model is None or not isinstance(shared, PilotScorer):
+        return _evaluation(shared.name, runs, results.problems, unlabelled)
+    return _split_by_fit(str(pilot_model), shared, runs, results.problems, unlabelled)
+
+
+def _evaluation(scorer: str, runs: list[RunOutcome], problems: list[ImportProblem], unlabelled: int) -> Evaluation:
+    """The figures on ``runs``, with their caveats."""
     traces = [r.trace() for r in runs if r.scores]
     return Evaluation(
-        scorer=shared.name,
+        scorer=scorer,
         runs=runs,
         signals=_signals(runs),
         states=_states(runs),
         calibration=calibration_bins([r.failed for r in runs], [r.risk or 0.0 for r in runs]),
-        problems=results.problems,
-        unlabelled=len(results.results) - len(labelled),
+        problems=problems,
+        unlabelled=unlabelled,
         early=early_warning(traces),
         stopping=[
             stopping(traces, "stop at the first SKIP", at_first_state("SKIP")),
             stopping(traces, "stop at the first SLOW", at_first_state("SLOW")),
         ],
         agents=_agents(runs),
+        caveats=outcome_caveats([r.failed for r in runs], unlabelled),
     )
+
+
+def _split_by_fit(
+    model: str, scorer: PilotScorer, runs: list[RunOutcome], problems: list[ImportProblem], unlabelled: int
+) -> Evaluation:
+    """The figures of a fitted model, split by its file's fingerprint into the runs it was fitted on (the run, or
+    a run of its task: in-sample) and the runs it never saw; the main figures are on the latter when there are
+    any."""
+    trained, name = scorer.model.trained, scorer.name
+    fit = FitFingerprint.from_dict(trained.get("fingerprint"))
+    if fit is None:
+        evaluation = _evaluation(name, runs, problems, unlabelled)
+        evaluation.caveats.append(f"{model} records no fingerprint of its training runs (written before rb-otel "
+                                  "kept one, or not by rb-otel train): whether these runs were in its fit is "
+                                  "unknown")  # fmt: skip
+        return evaluation
+    seen = [r for r in runs if fit.saw_run(r.run_id) or fit.saw_task(r.task_keys)]
+    unseen = [r for r in runs if not (fit.saw_run(r.run_id) or fit.saw_task(r.task_keys))]
+    cross = trained.get("cross_validation")
+    out_of_fold = cross.get("auroc_last_step") if isinstance(cross, Mapping) else None
+    caveat = fit_caveat(model, len(seen), len(unseen), out_of_fold if isinstance(out_of_fold, float) else None)
+    evaluation = _evaluation(name, unseen or seen, problems, unlabelled)
+    evaluation.sample = "not in the fit" if unseen else "in-sample"
+    if seen and unseen:
+        evaluation.in_sample = _evaluation(name, seen, [], 0)
+        evaluation.in_sample.sample = "in-sample"
+    if caveat is not None:
+        evaluation.caveats.insert(0, caveat)
+    return evaluation
 
 
 @dataclass(slots=True)
@@ -312,7 +378,7 @@ def _replay_all(
             if not in_directory:
                 raise
             problems.append(ImportProblem(exc.path, exc.where, exc.problem))  # e.g. a labels file among the runs
-            continue
+            found = []
         results += found
         problems += [p for p in (found[0].problems if found else []) if p not in problems]
         if progress is not None:
@@ -320,7 +386,7 @@ def _replay_all(
     if (line := not_runs_problem(", ".join(map(str, paths)), passed_over)) is not None:
         problems.append(line)
     if not results:
-        raise EvaluationError(f"no runs found in {', '.join(map(str, paths))}")
+        raise EvaluationError(no_runs(paths, problems))
     return _Replayed(results, problems)
 
 
@@ -356,8 +422,9 @@ def _labelled(results: list[ReplayResult], outcomes: Labels | None, paths: Seque
     labelled = [r for r in results if _failed(r.outcome) is not None]
     if not labelled:
         raise EvaluationError(
-            f"{', '.join(map(display_url, paths))}: these runs carry no outcome; pass --labels FILE (SWE-bench "
-            "results.json, mini-swe-agent results_summary.json, or {run_id: true|false}) or labels= in Python"
+            f"{', '.join(map(display_url, paths))}: none of the {len(results)} runs carries an outcome (a harness's "
+            f"exit status, SWE-agent's 'submitted' say, tells how the agent stopped, not whether it succeeded); "
+            f"pass {LABELS_HINT}"
         )
     return labelled
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 from typing import TYPE_CHECKING, Any
+
+from rb_otel.evaluation.early import percent
 
 if TYPE_CHECKING:
     from rb_otel.evaluation.evaluate_runs import Evaluation
@@ -78,12 +81,31 @@ def calibration_png(evaluation: Evaluation) -> bytes:
     return _png(figure, plt)
 
 
-def render_html(evaluation: Evaluation) -> str:
-    rows = "".join(
+def _signal_rows(evaluation: Evaluation) -> str:
+    return "".join(
         f"<tr><td>{html.escape(s.name)}{' <em>(baseline)</em>' if s.baseline else ''}</td>"
-        f"<td>{s.auroc:.3f}</td><td>{s.low:.2f} - {s.high:.2f}</td><td>{s.runs}</td></tr>"
+        f"<td>{'n/a' if math.isnan(s.auroc) else f'{s.auroc:.3f}'}</td>"
+        f"<td>{'n/a' if math.isnan(s.low) else f'{s.low:.2f} - {s.high:.2f}'}</td><td>{s.runs}</td></tr>"
         for s in evaluation.signals
     )
+
+
+def _in_sample(evaluation: Evaluation) -> str:
+    """The figures on the runs the scoring model was fitted on, when some of the runs were (apart: they flatter)."""
+    inside = evaluation.in_sample
+    if inside is None:
+        return ""
+    failed = sum(r.failed for r in inside.runs)
+    return (f"<h2>In-sample: the {len(inside.runs)} runs in the model's fit</h2><p>{failed} failed. The model was "
+            "fitted on these runs (or on runs of their tasks), so its figures on them flatter it.</p>"
+            "<table><tr><th>signal</th><th>AUROC</th><th>95% interval</th><th>runs</th></tr>"
+            f"{_signal_rows(inside)}</table>")  # fmt: skip
+
+
+def render_html(evaluation: Evaluation) -> str:
+    rows = _signal_rows(evaluation)
+    caveats = "".join(f"<li>{html.escape(c)}</li>" for c in evaluation.caveats)
+    sample = f" ({html.escape(evaluation.sample)})" if evaluation.sample else ""
     states = "".join(
         f"<tr><td>{html.escape(outcome)}</td><td>"
         + ", ".join(f"{html.escape(state)}: {n}" for state, n in counts.items())
@@ -98,9 +120,9 @@ def render_html(evaluation: Evaluation) -> str:
         for r in evaluation.early
     )
     stopping = "".join(
-        f"<tr><td>{html.escape(s.rule)}</td><td>{s.stopped_failing:.1%}</td><td>{s.stopped_successful:.1%}</td>"
-        f"<td>{s.steps_saved:.1%}</td><td>{'n/a' if s.tokens_saved != s.tokens_saved else f'{s.tokens_saved:.1%}'}"
-        "</td></tr>"
+        f"<tr><td>{html.escape(s.rule)}</td>"
+        + "".join(f"<td>{percent(v)}</td>" for v in (s.stopped_failing, s.stopped_successful, s.steps_saved))
+        + f"<td>{percent(s.tokens_saved)}</td></tr>"
         for s in evaluation.stopping
     )
     failed = sum(r.failed for r in evaluation.runs)
@@ -109,9 +131,10 @@ def render_html(evaluation: Evaluation) -> str:
 <style>body{{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}}</style></head><body>
 <h1>rb-otel evaluation</h1>
-<p>{len(evaluation.runs)} labelled runs, {failed} failed; scorer <code>{html.escape(evaluation.scorer)}</code>.
+<p>{len(evaluation.runs)} labelled runs{sample}, {failed} failed; scorer <code>{html.escape(evaluation.scorer)}</code>.
 AUROC: the chance a failed run scores above a successful one (0.5 = no signal); intervals are 95% bootstrap,
 by task when tasks repeat.</p>
+{f"<h2>Caveats</h2><ul>{caveats}</ul>" if caveats else ""}
 <table><tr><th>signal</th><th>AUROC</th><th>95% interval</th><th>runs</th></tr>{rows}</table>
 <h2>Early warning</h2>
 <p>Over the runs still going at step k, beside the baselines a live run has from the same first k steps.</p>
@@ -124,5 +147,6 @@ by task when tasks repeat.</p>
 <h2>Most severe state reached</h2><table>{states}</table>
 <h2>Calibration</h2>
 <img alt="calibration plot: predicted risk against observed failure rate" src="data:image/png;base64,{png}">
+{_in_sample(evaluation)}
 </body></html>
 """

@@ -13,7 +13,7 @@ from typing import Any
 from rb_otel.importers.formats.records import remember_document
 from rb_otel.importers.model import RecordError
 
-__all__ = ["FORMATS", "NotRuns", "detect", "directory_files", "holds_no_runs", "input_files"]
+__all__ = ["FORMATS", "NotRuns", "detect", "directory_files", "holds_no_runs", "input_files", "no_runs"]
 
 FORMATS = (
     "steplog",
@@ -100,8 +100,9 @@ def _line(obj: dict[str, Any]) -> str | None:
 
 
 def detect(path: Path) -> str:
-    """The format of ``path``; raises :class:`RecordError` when it cannot tell (:class:`NotRuns` when the file is
-    readable JSON of none of the formats), naming an empty file as such."""
+    """The format of ``path``; raises :class:`RecordError` when it cannot tell: an empty or binary file, JSON that
+    does not parse (the JSON error named: a truncated file, say), or records of no format rb-otel reads
+    (:class:`NotRuns` when the file is readable JSON of none of the formats)."""
     with path.open("rb") as handle:
         head = handle.read(_SNIFF_BYTES)
     if head.startswith(b"SQLite format 3\x00"):
@@ -110,6 +111,8 @@ def detect(path: Path) -> str:
         raise RecordError(str(path), "file", "empty file")
     if path.suffix == ".traj":
         return "swe_agent"
+    if b"\x00" in head:
+        raise RecordError(str(path), "format", "a binary file, not JSON or JSON lines records")
     lines = [line for line in head.splitlines() if line.strip()]
     found: str | None = None
     parsed = False
@@ -121,7 +124,6 @@ def detect(path: Path) -> str:
             first = None
         if isinstance(first, dict):
             found = _line(first)
-    invalid: json.JSONDecodeError | None = None
     if found is None:
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
@@ -129,17 +131,45 @@ def detect(path: Path) -> str:
             parsed = True
             if found is not None:
                 remember_document(path, document)  # the reader takes it rather than parse the file again
+        except UnicodeDecodeError as exc:
+            raise RecordError(str(path), f"byte {exc.start}", "not UTF-8 text, so not JSON records") from None
         except json.JSONDecodeError as exc:
-            invalid = exc
-        except (ValueError, UnicodeDecodeError):
-            found = None
-    if found is None and not parsed and invalid is not None and head.lstrip()[:1] in (b"{", b"["):
-        # a JSON document that does not parse: where, rather than "cannot tell"
-        raise RecordError(str(path), f"line {invalid.lineno} column {invalid.colno}", f"not valid JSON ({invalid.msg})")
+            if not (len(lines) > 1 and _lines_parse(lines[:-1])):  # not JSON lines (the sniff may cut the last)
+                where = f"line {exc.lineno} column {exc.colno}"
+                raise RecordError(str(path), where, f"not valid JSON ({exc.msg}){_cut_short(exc)}") from None
     if found is None:
         error = NotRuns if parsed else RecordError
         raise error(str(path), "format", f"cannot tell the format; pass --format with one of {', '.join(FORMATS)}")
     return found
+
+
+def _cut_short(exc: json.JSONDecodeError) -> str:
+    """``; is the file complete?`` when the JSON breaks off at its end (a file cut short), else ``""``."""
+    ends_early = exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string")
+    return "; it ends early: is the file complete?" if ends_early and exc.pos > 0 else ""
+
+
+def _lines_parse(lines: Sequence[bytes]) -> bool:
+    """Whether every line is a JSON value (a JSON lines file, not one document)."""
+    try:
+        for line in lines:
+            json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+def no_runs(paths: Sequence[str | Path], problems: Sequence[object] = ()) -> str:
+    """Why ``paths`` gave no run, in one line: empty folders, the files skipped (the first one's problem), or
+    files that hold none."""
+    shown = ", ".join(map(str, paths))
+    files = input_files(paths)
+    if not files:
+        return f"{shown}: an empty folder, no runs to read"
+    if problems:
+        first = str(next(iter(problems)))
+        return f"{shown}: no runs found; {len(problems)} file(s) or record(s) skipped, the first: {first}"
+    return f"{shown}: no runs found in {len(files)} file(s) (pass --format if the one detected is wrong)"
 
 
 def directory_files(directory: Path, passed_over: list[Path] | None = None) -> list[Path]:

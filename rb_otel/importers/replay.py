@@ -86,13 +86,14 @@ def replay(
     keep_steps: bool = True,
     logger_provider: Any = None,
     seen: SeenRuns | None = None,
+    progress: Callable[[Path, int], None] | None = None,
 ) -> list[ReplayResult]:
     """Import ``path`` (a file, or a directory: every file under it, subfolders included, in path order) and replay
     every run in it; one :class:`ReplayResult` per top-level run. In a directory, files that hold no runs
     (evaluation reports, predictions, configs, documentation: ``detect.holds_no_runs``, or JSON of no format) are
     passed over and counted in one problem line; a run whose ``unique_id`` was already read (a tau2 simulation
     saved in two files) is a duplicate, listed and not replayed. ``seen`` carries the runs already read across
-    several calls (one read of several paths).
+    several calls (one read of several paths). ``progress(file, runs so far)`` is called after each file.
 
     ``scorer`` (``"heuristic"``, ``"pilot"``, a :class:`~rb_otel.steering.scoring.Scorer` or a callable)
     implies ``rescore``; one scorer serves every run of the call, so the pilot's per-agent baselines learn from
@@ -143,6 +144,8 @@ def replay(
             if len(files) == 1:
                 raise
             problems.append(ImportProblem(exc.path, exc.where, exc.problem))
+        if progress is not None:
+            progress(file, len(results))
     if (line := not_runs_problem(str(source), passed_over)) is not None:
         problems.append(line)
     for result in results:

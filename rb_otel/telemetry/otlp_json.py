@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -22,7 +23,17 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-__all__ = ["CollectedSpans", "OtlpJsonMetricExporter", "OtlpJsonSpanExporter", "read_spans", "span_objects"]
+from rb_otel import process_exit
+from rb_otel.files import OutputError, publish, temporary_beside
+
+__all__ = [
+    "CollectedSpans",
+    "JsonLinesFile",
+    "OtlpJsonMetricExporter",
+    "OtlpJsonSpanExporter",
+    "read_spans",
+    "span_objects",
+]
 
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 
@@ -39,35 +50,101 @@ def _hex_ids(value: Any) -> Any:
     return value
 
 
-class _JsonLines:
-    def __init__(self, path: str | Path) -> None:
+class JsonLinesFile:
+    """One OTLP/JSON lines file. Appended to (``whole=False``, the Collector ``file`` exporter's way), or written
+    whole (``whole=True``): lines go to a temporary file beside ``path``, renamed over it on :meth:`close` (and on
+    SIGTERM, after the exit flush), so ``path`` holds the last complete set, never a truncated one; when nothing
+    was written, neither file is made and ``path`` is left as it was."""
+
+    def __init__(self, path: str | Path, *, whole: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self.whole = whole
+        #: Why the file could not be written (one line), for the command's closing summary; ``None`` when fine.
+        self.error: str | None = None
+        self._tmp: Path | None = None
+        self._file: IO[str] | None = None
+        self._closed = False
         self._lock = threading.Lock()
+        if not whole:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
+        else:
+            ref = weakref.ref(self)
+
+            def on_the_way_out(_deadline: float, _terminating: bool) -> None:
+                file = ref()
+                if file is not None:
+                    file.close()
+
+            process_exit.on_exit(on_the_way_out)
+
+    @property
+    def wrote(self) -> bool:
+        """Whether a line was written (a whole file with none is never made)."""
+        return self._tmp is not None or not self.whole
+
+    @property
+    def so_far(self) -> Path | None:
+        """The file holding what was written so far: ``path``, or while a whole file is being written its
+        temporary file (``None`` before the first line)."""
+        return self._tmp if self.whole and not self._closed else self.path
+
+    def _open(self) -> IO[str] | None:
+        if self._file is None and not self._closed:
+            self._tmp = temporary_beside(self.path)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = self._tmp.open("w", encoding="utf-8")
+            except OSError as exc:
+                self.error = str(OutputError.of(self.path, exc))
+                self._closed = True
+        return self._file
 
     def write(self, message: Any) -> bool:
         # OTLP/JSON encodes enums (span kind, status code) as integers, not their protobuf names
         line = json.dumps(_hex_ids(MessageToDict(message, use_integers_for_enums=True)), separators=(",", ":"))
         with self._lock:
-            if self._file is None:
+            handle = self._open()
+            if handle is None:
                 return False
-            self._file.write(line + "\n")
-            self._file.flush()
+            try:
+                handle.write(line + "\n")
+                handle.flush()
+            except OSError as exc:
+                self.error = str(OutputError.of(self.path, exc))
+                return False
         return True
 
     def close(self) -> None:
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            if self._closed:
+                return
+            self._closed = True
+            handle, self._file = self._file, None
+            if handle is None:
+                return
+            handle.close()
+            if self.whole and self._tmp is not None:
+                if self.error is not None:
+                    self._tmp.unlink(missing_ok=True)
+                    return
+                try:
+                    publish(self._tmp, self.path)
+                except OutputError as exc:
+                    self.error = str(exc)
 
 
 class OtlpJsonSpanExporter(SpanExporter):
-    """Appends each exported batch of spans to ``path`` as one OTLP/JSON line."""
+    """Appends each exported batch of spans to ``path`` as one OTLP/JSON line; with ``whole=True`` the file is
+    replaced whole at shutdown instead (``JsonLinesFile``), and not touched when nothing was exported."""
 
-    def __init__(self, path: str | Path) -> None:
-        self._out = _JsonLines(path)
+    def __init__(self, path: str | Path, *, whole: bool = False) -> None:
+        self._out = JsonLinesFile(path, whole=whole)
+
+    @property
+    def written(self) -> JsonLinesFile:
+        """The file: where it is, what holds the lines so far, and why it could not be written."""
+        return self._out
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         ok = self._out.write(encode_spans(spans))
@@ -81,11 +158,16 @@ class OtlpJsonSpanExporter(SpanExporter):
 
 
 class OtlpJsonMetricExporter(MetricExporter):
-    """Appends each metrics collection to ``path`` as one OTLP/JSON line."""
+    """Appends each metrics collection to ``path`` as one OTLP/JSON line (``whole``: as the span exporter's)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, whole: bool = False) -> None:
         super().__init__()
-        self._out = _JsonLines(path)
+        self._out = JsonLinesFile(path, whole=whole)
+
+    @property
+    def written(self) -> JsonLinesFile:
+        """The file: where it is, what holds the lines so far, and why it could not be written."""
+        return self._out
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         ok = self._out.write(encode_metrics(metrics_data))

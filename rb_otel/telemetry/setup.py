@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 
 from rb_otel import process_exit
 from rb_otel.telemetry.export import CountingSpanExporter
-from rb_otel.telemetry.otlp_json import OtlpJsonMetricExporter, OtlpJsonSpanExporter
+from rb_otel.telemetry.otlp_json import JsonLinesFile, OtlpJsonMetricExporter, OtlpJsonSpanExporter
 from rb_otel.telemetry.retry import (
     DEFAULT_MAX_QUEUE_SIZE,
     DEFAULT_RETRY_BUDGET_S,
@@ -74,6 +74,13 @@ class Providers:
     traces_target: str = ""  # where spans go ("otlp", a file path, "console"), "" when nowhere
     #: The SDK logger provider for log-based events, when ``OTEL_LOGS_EXPORTER`` names an exporter.
     logger_provider: Any = None
+    #: The OTLP/JSON files written (traces first), each saying where its lines are so far and what went wrong.
+    files: list[JsonLinesFile] = field(default_factory=list)
+
+    def traces_so_far(self) -> Path | None:
+        """The file holding the spans exported so far (flush first), when spans go to a file; else ``None``."""
+        traces = [f for f in self.files if str(f.path) == self.traces_target]
+        return traces[0].so_far if traces else None
 
     def _all(self) -> list[Any]:
         return [p for p in (self.tracer_provider, self.meter_provider, self.logger_provider) if p is not None]
@@ -98,11 +105,19 @@ class Providers:
                 _log.warning("shutting down %s failed", type(provider).__name__, exc_info=True)
 
     def delivery(self) -> tuple[list[str], bool]:
-        """``(lines, complete)``: what was and was not delivered, for a command's closing summary."""
-        lines = [line for line in self.descriptions if not line.startswith("traces ")]
+        """``(lines, complete)``: what was and was not delivered, for a command's closing summary. A file written
+        whole that got nothing was left as it was, and its line says so; a file that could not be written is left
+        to :meth:`unwritten` (and the delivery is not complete)."""
+        broken = {str(f.path) for f in self.files if f.error is not None}
+        untouched = {str(f.path) for f in self.files if f.error is None and not f.wrote}
+        lines = []
+        for line in self.descriptions:
+            kind, _, where = line.partition(" -> ")
+            if kind != "traces" and where not in broken:
+                lines.append(f"{line}: nothing to write, the file was left as it was" if where in untouched else line)
         counting = self.span_exporter
-        if counting is None:
-            return lines, True
+        if counting is None or self.traces_target in broken:
+            return lines, not broken
         total = counting.exported + counting.dropped
         if counting.dropped:
             lines.insert(
@@ -110,9 +125,23 @@ class Providers:
                 f"traces -> {self.traces_target}: {counting.exported} of {total} spans delivered, "
                 f"{counting.dropped} dropped (the exporter failed; is the endpoint up?)",
             )
-            return lines, False
-        lines.insert(0, f"traces -> {self.traces_target}: {counting.exported} spans delivered")
-        return lines, True
+        else:
+            left = " (the file was left as it was)" if self.traces_target in untouched else ""
+            lines.insert(0, f"traces -> {self.traces_target}: {counting.exported} spans delivered{left}")
+        return lines, not broken and not counting.dropped
+
+    def unwritten(self) -> list[str]:
+        """A line for each file that could not be written (:attr:`files`): the file, why, and what was lost."""
+        out = []
+        for file in self.files:
+            if file.error is None:
+                continue
+            counting = self.span_exporter
+            if str(file.path) == self.traces_target and counting is not None:
+                out.append(f"{file.error} ({counting.exported + counting.dropped} spans lost)")
+            else:
+                out.append(f"{file.error} (its metrics are lost)")
+        return out
 
 
 def _choices(env: str, allowed: tuple[str, ...], default: str) -> list[str]:
@@ -178,7 +207,7 @@ def _bsp_setting(env: str, default: int) -> int | None:
 
 
 def _span_exporter(
-    kind: str, traces_file: Path | None, timeout_s: float, retry_after: RetryAfter | None = None
+    kind: str, traces_file: Path | None, timeout_s: float, whole: bool, retry_after: RetryAfter | None = None
 ) -> SpanExporter | None:
     if kind == "otlp":
         if _otlp_http():
@@ -198,11 +227,11 @@ def _span_exporter(
     if kind == "console":
         return ConsoleSpanExporter()
     if kind == "file" and traces_file is not None:
-        return OtlpJsonSpanExporter(traces_file)
+        return OtlpJsonSpanExporter(traces_file, whole=whole)
     return None
 
 
-def _metric_exporter(kind: str, metrics_file: Path | None, timeout_s: float) -> MetricExporter | None:
+def _metric_exporter(kind: str, metrics_file: Path | None, timeout_s: float, whole: bool) -> MetricExporter | None:
     if kind == "otlp":
         if _otlp_http():
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
@@ -218,7 +247,7 @@ def _metric_exporter(kind: str, metrics_file: Path | None, timeout_s: float) -> 
     if kind == "console":
         return ConsoleMetricExporter()
     if kind == "file" and metrics_file is not None:
-        return OtlpJsonMetricExporter(metrics_file)
+        return OtlpJsonMetricExporter(metrics_file, whole=whole)
     return None
 
 
@@ -268,6 +297,8 @@ def _tracer_provider(  # noqa: PLR0917 (private, one caller)
     timeout_s: float,
     retry_s: float,
     descriptions: list[str],
+    files: list[JsonLinesFile],
+    whole: bool,
 ) -> tuple[TracerProvider, CountingSpanExporter | None, str]:
     """The tracer provider, the exporter whose deliveries are counted (the first one), and where it sends. An OTLP
     exporter retries refused batches for ``retry_s`` seconds while its processor's queue holds what ends meanwhile
@@ -284,9 +315,11 @@ def _tracer_provider(  # noqa: PLR0917 (private, one caller)
     }
     for kind in kinds:  # each named exporter gets its own processor; the first is the one counted
         retry_after = RetryAfter() if kind == "otlp" and retry_s > 0 else None
-        span_exporter = _span_exporter(kind, Path(traces_file) if traces_file else None, timeout_s, retry_after)
+        span_exporter = _span_exporter(kind, Path(traces_file) if traces_file else None, timeout_s, whole, retry_after)
         if span_exporter is None:
             continue
+        if isinstance(span_exporter, OtlpJsonSpanExporter):
+            files.append(span_exporter.written)
         where = str(kind if kind != "file" else traces_file)
         retrying = None
         if retry_after is not None:
@@ -318,9 +351,14 @@ def configure(
     exit: call :meth:`Providers.shutdown` when done (it flushes).
 
     ``prometheus_port`` (0 picks a free port) adds a pull endpoint whatever ``OTEL_METRICS_EXPORTER`` says.
-    ``fresh_files`` empties the trace and metric files first (the CLI's commands each write a new set; the
-    exporters themselves append, as the Collector's ``file`` exporter does). ``export_timeout_s`` bounds each OTLP
-    export: the argument, else ``OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds), else :data:`DEFAULT_EXPORT_TIMEOUT_S`.
+    ``fresh_files`` writes each trace and metric file whole (the CLI's commands each write a new set): lines go
+    to a temporary file beside it, renamed over it by :meth:`Providers.shutdown` (or on SIGTERM), so a file is
+    replaced only once its new set is complete, and left as it was when the file exporter is not the one chosen
+    (an OTLP endpoint set) or nothing was exported; without it the exporters append, as the Collector's ``file``
+    exporter does. :attr:`Providers.files` says where each file's lines are and whether it could be written. A
+    command checks the files can be written first (:func:`rb_otel.files.check_writable`). ``export_timeout_s``
+    bounds each OTLP export: the argument, else ``OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds), else
+    :data:`DEFAULT_EXPORT_TIMEOUT_S`.
 
     ``export_retry_s``: how long a span batch the OTLP endpoint refused (down, 503, 429) is retried while the
     batch processor's queue holds what ends meanwhile: the argument, else ``RB_OTEL_EXPORT_RETRY_S``, else
@@ -335,11 +373,6 @@ def configure(
     timeout_s = _export_timeout(export_timeout_s)
     retry_s = _retry_budget(export_retry_s)
     timeout_ms = int(timeout_s * 1000)
-    if fresh_files:
-        for file in (traces_file, metrics_file):
-            if file is not None:
-                Path(file).parent.mkdir(parents=True, exist_ok=True)
-                Path(file).write_text("", encoding="utf-8")
     attributes = {SERVICE_NAME: service_name} if service_name and not os.environ.get("OTEL_SERVICE_NAME") else {}
     resource = Resource.create(attributes)
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
@@ -349,9 +382,9 @@ def configure(
     traces_kinds = _choices("OTEL_TRACES_EXPORTER", ("otlp", "console", "none"), default)
     metrics_kinds = _choices("OTEL_METRICS_EXPORTER", ("otlp", "console", "prometheus", "none"), default)
     descriptions: list[str] = []
-
+    files: list[JsonLinesFile] = []
     tracer_provider, counting, target = _tracer_provider(
-        resource, traces_kinds, traces_file, timeout_s, retry_s, descriptions
+        resource, traces_kinds, traces_file, timeout_s, retry_s, descriptions, files, fresh_files
     )
 
     readers: list[MetricReader] = []
@@ -361,7 +394,9 @@ def configure(
         readers.append(reader)
         descriptions.append(f"metrics -> Prometheus pull endpoint on port {served_port}")
     for kind in metrics_kinds:
-        metric_exporter = _metric_exporter(kind, Path(metrics_file) if metrics_file else None, timeout_s)
+        metric_exporter = _metric_exporter(kind, Path(metrics_file) if metrics_file else None, timeout_s, fresh_files)
+        if isinstance(metric_exporter, OtlpJsonMetricExporter):
+            files.append(metric_exporter.written)
         if metric_exporter is not None:
             readers.append(
                 PeriodicExportingMetricReader(
@@ -376,6 +411,5 @@ def configure(
     descriptions.extend(f"logs -> {kind}" for kind in logs_kinds)
     if handle_sigterm:
         process_exit.handle_sigterm()
-    return Providers(
-        tracer_provider, meter_provider, descriptions, served_port, counting, target, logger_provider=logger_provider
-    )
+    return Providers(tracer_provider, meter_provider, descriptions, served_port, counting, target,
+                     logger_provider=logger_provider, files=files)  # fmt: skip

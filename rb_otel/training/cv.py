@@ -157,8 +157,11 @@ class OutOfFold:
     chosen: list[str]
 
 
-def nested_out_of_fold(data: PrefixData, *, k: int = 5, inner: int = 3, seed: int = 0) -> OutOfFold:
-    """Outer task-grouped k-fold; each fold's family chosen by an inner grouped CV on its training side."""
+def nested_out_of_fold(
+    data: PrefixData, *, k: int = 5, inner: int = 3, seed: int = 0, done: Callable[[], None] | None = None
+) -> OutOfFold:
+    """Outer task-grouped k-fold; each fold's family chosen by an inner grouped CV on its training side. ``done()``
+    is called after each outer fold."""
     runs = np.arange(len(data.runs))
     folds = grouped_folds([r.group for r in data.runs], k, seed)
     out = np.full(len(data.run), np.nan)
@@ -170,4 +173,6 @@ def nested_out_of_fold(data: PrefixData, *, k: int = 5, inner: int = 3, seed: in
         held = data.rows_of(runs[folds == f])
         out[held] = model.logits(data)[held]
         chosen.append(candidate.name)
+        if done is not None:
+            done()
     return OutOfFold(out, folds, chosen)

@@ -17,8 +17,7 @@ transitively, so no fold or half split has one customer on both sides.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.importers.reading import SeenRuns, not_runs_problem
 from rb_otel.importers.replay import READERS
 from rb_otel.steering.agent_keys import agent_key, normalise_model
+from rb_otel.steering.pilot.fingerprint import task_family, task_keys
 from rb_otel.steering.pilot.kinds import infer_agent_kind
 from rb_otel.steering.scoring import ScorerStep
 
@@ -51,6 +51,8 @@ class LabelledRun:
     family: str = ""  # the task up to its domain's variant (the grouping rule)
     harness: str = ""  # what ran the agent (ImportedRun.harness; else its name up to a domain suffix)
     model: str = ""  # the agent's model, normalised
+    #: The keys of its task group before the grouping rule joins groups (the model file's fingerprint holds them).
+    task_keys: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -96,10 +98,12 @@ def read_dataset(
     format: str = "auto",
     where: FleetFilter | None = None,
     engine: str = "python",
+    done: Callable[[], None] | None = None,
 ) -> Dataset:
     """Every labelled run under ``paths`` (files, or directories with their subfolders, in path order). ``labels``
     sets outcomes by run id. In a directory, files that hold no runs are passed over and counted (``not_runs``, and
     one line in ``problems``); a run whose ``unique_id`` was already read is a duplicate (listed, not taken).
+    ``done()`` is called after each file (not for a trace store, read in one go).
 
     With a URL among ``paths`` (a trace store), ``engine="chdb"`` or a filter ``where``, the runs come from that
     source, selected there (:mod:`rb_otel.analysis.imported`).
@@ -141,6 +145,9 @@ def read_dataset(
                 raise
             data.problems.append(ImportProblem(exc.path, exc.where, exc.problem))
             continue
+        finally:
+            if done is not None:
+                done()
         data.files += 1
         data.runs += [run for run in found if run.steps]
     data.not_runs = len(passed_over)
@@ -148,20 +155,6 @@ def read_dataset(
         data.problems.append(line)
     data.runs = grouped(data.runs)
     return data
-
-
-#: A domain's variant suffix: ``airline-relaxed`` and ``airline_tighter_policy`` are variants of ``airline``.
-_VARIANT = re.compile(r"^([A-Za-z0-9]+)[-_].*$")
-
-
-def task_family(task_id: str) -> str:
-    """``domain/task`` with the domain's variant dropped (``airline-relaxed/8`` -> ``airline/8``); ``""`` for a
-    task id without a domain."""
-    domain, slash, task = task_id.partition("/")
-    if not slash or not task:
-        return ""
-    base = _VARIANT.sub(r"\1", domain)
-    return f"{base}/{task}"
 
 
 def grouped(runs: list[LabelledRun]) -> list[LabelledRun]:
@@ -218,4 +211,5 @@ def _labelled(run: ImportedRun, labels: Labels | None, data: Dataset) -> Labelle
         family=task_family(run.task_id),
         harness=run.harness or run.agent_name.split(":", 1)[0],
         model=normalise_model(run.model),
+        task_keys=task_keys(run.run_id, run.group_id, run.task_id),
     )

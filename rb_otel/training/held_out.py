@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -417,12 +417,14 @@ def leave_one_agent_out(
     progress: Callable[[str], None] | None = None,
     fit: Callable[..., Any] = fit_candidate,
     workers: int = 1,
+    done: Callable[[], None] | None = None,
 ) -> HeldOutReport:
     """Hold each agent out in turn (module docstring). ``within_kind``: fit on the other agents of its kind
     (:func:`agent_kind`) only; an agent whose kind has no other agent is not held out (listed in ``skipped``).
     ``within_kind=False`` fits on every other agent, of any kind. An agent with fewer than ``min_each`` runs of
     either outcome is not held out (``skipped``, with why); its runs still train the others. ``workers`` > 1 holds
-    agents out in that many forked processes at once (each agent's figures are the same either way)."""
+    agents out in that many forked processes at once (each agent's figures are the same either way). ``progress``
+    gets a line per agent held out; ``done()`` is called after each agent, held out or not."""
     say = progress or (lambda _: None)
     units = [agent_unit(r) for r in runs]
     kinds = {u: agent_kind([r for r, v in zip(runs, units, strict=True) if v == u]) for u in set(units)}
@@ -450,9 +452,13 @@ def leave_one_agent_out(
             report.skipped[agent] = f"its training runs are in fewer than {_THRESHOLD_FOLDS} task groups"
             continue
         jobs.append((agent, kind, train, held))
+    tick = done or (lambda: None)
+    for _ in report.skipped:
+        tick()
     options = {"max_false_stops": max_false_stops, "seed": seed, "fit": fit}
     for (agent, kind, _, _), figures in zip(jobs, _each_held_out(jobs, options, workers, say), strict=True):
         report.agents.append(replace(figures, agent=agent, kind=kind, across_kinds=not within_kind))
+        tick()
     return report
 
 
@@ -469,19 +475,21 @@ def _each_held_out(
     options: dict[str, Any],
     workers: int,
     say: Callable[[str], None],
-) -> list[HeldOutAgent]:
-    """Each job's :func:`held_out_agent`, in order: in this process, or in ``workers`` forked ones (where fork is
-    available; the permutation test's workers, one BLAS thread each)."""
+) -> Iterator[HeldOutAgent]:
+    """Each job's :func:`held_out_agent`, in order, as each is done: in this process, or in ``workers`` forked ones
+    (where fork is available; the permutation test's workers, one BLAS thread each)."""
     for agent, kind, train, _ in jobs:
         say(f"holding out {agent} ({kind}): fitting on {len(train)} runs of the other agents")
     if workers <= 1 or len(jobs) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [held_out_agent(train, held, agent=agent, **options) for agent, _, train, held in jobs]
+        for agent, _, train, held in jobs:
+            yield held_out_agent(train, held, agent=agent, **options)
+        return
     from rb_otel.training.permutation import one_blas_thread
 
     _JOBS.update(jobs=jobs, options=options)
     try:
         fork = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=fork, initializer=one_blas_thread) as pool:
-            return list(pool.map(_held_out_job, range(len(jobs))))
+            yield from pool.map(_held_out_job, range(len(jobs)))
     finally:
         _JOBS.clear()

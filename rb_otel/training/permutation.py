@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -110,6 +110,11 @@ def _one(seed: int) -> float:
     return last_step_auroc(data, _SHARED["folds"], _SHARED["chosen"], failed)  # type: ignore[arg-type]
 
 
+def _ticked(value: float, tick: Callable[[], None]) -> float:
+    tick()
+    return value
+
+
 def permutation_test(
     data: PrefixData,
     folds: NDArray[np.int64],
@@ -119,8 +124,11 @@ def permutation_test(
     permutations: int = PERMUTATIONS,
     seed: int = 0,
     workers: int | None = None,
+    done: Callable[[], None] | None = None,
 ) -> PermutationTest:
-    """``real`` (the real fit's pooled last-step AUROC) against ``permutations`` shuffles (module docstring)."""
+    """``real`` (the real fit's pooled last-step AUROC) against ``permutations`` shuffles (module docstring);
+    ``done()`` is called as each shuffle's fit comes back."""
+    tick = done or (lambda: None)
     seeds = [seed * 1_000_003 + 7919 * (i + 1) for i in range(permutations)]
     workers = workers if workers is not None else min(os.cpu_count() or 1, 4)
     _SHARED.update(data=data, folds=folds, chosen=list(chosen))
@@ -129,9 +137,9 @@ def permutation_test(
             data.text(TEXT_BITS, "log"), data.text(TEXT_BITS, "tf")  # built once here, inherited by every worker
             fork = multiprocessing.get_context("fork")
             with ProcessPoolExecutor(workers, mp_context=fork, initializer=one_blas_thread) as pool:
-                null = list(pool.map(_one, seeds))
+                null = [_ticked(value, tick) for value in pool.map(_one, seeds)]
         else:
-            null = [_one(s) for s in seeds]
+            null = [_ticked(_one(s), tick) for s in seeds]
     finally:
         _SHARED.clear()
     return PermutationTest(real, tuple(null))

@@ -25,12 +25,15 @@ from numpy.typing import NDArray
 
 from rb_otel._version import __version__
 from rb_otel.analysis.fleet import FleetFilter
-from rb_otel.backends.baselines.urls import display_url
+from rb_otel.analysis.imported import read_from_source
+from rb_otel.evaluation.caveats import LABELS_HINT
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
 from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_values
 from rb_otel.files import write_atomically
+from rb_otel.importers.detect import input_files
 from rb_otel.importers.labels import Labels
 from rb_otel.steering.pilot import FEATURES, PILOT_V2, PilotModel, TextWeights
+from rb_otel.steering.pilot.fingerprint import FitFingerprint
 from rb_otel.steering.pilot.text import TEXT_VALUES
 from rb_otel.training.cv import OutOfFold, early_step, nested_out_of_fold, select
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset
@@ -39,8 +42,10 @@ from rb_otel.training.fit import CANDIDATES, TEXT_BITS, Fitted, fit_candidate
 from rb_otel.training.held_out import agent_unit, leave_one_agent_out
 from rb_otel.training.permutation import PERMUTATIONS, permutation_test
 from rb_otel.training.relative_skip import choose_relative_skip
-from rb_otel.training.report import Figure, TrainingReport
+from rb_otel.training.report import MIN_FAILURES, MIN_RUNS, Figure, TrainingReport
+from rb_otel.training.stages import Stages, stages_of
 from rb_otel.training.thresholds import SKIP_OFF, choose_fsm, fold_thresholds, holding_bound
+from rb_otel.urls import display_url
 
 __all__ = ["TrainingError", "TrainingResult", "fold_thresholds", "train", "train_dataset"]
 
@@ -74,7 +79,7 @@ def train(
     folds: int = 5,
     shuffles: int = 3,
     seed: int = 0,
-    progress: Callable[[str], None] | None = None,
+    progress: Stages | Callable[[str], None] | None = None,
     permutations: int = PERMUTATIONS,
     held_out_agents: bool = True,
     where: FleetFilter | None = None,
@@ -85,7 +90,8 @@ def train(
     ``held_out_agents``: with runs of two or more agents, hold each out in turn
     (:mod:`rb_otel.training.held_out`); SKIP is then on only where it held its budget on the held-out agents.
     ``paths`` may be one trace store's URL; ``where`` (time window, agent, service) and ``engine="chdb"`` select
-    the runs in the source (:mod:`rb_otel.analysis.imported`).
+    the runs in the source (:mod:`rb_otel.analysis.imported`). ``progress``: each stage and its counts
+    (:class:`~rb_otel.training.stages.Stages`), or a function of one line per stage.
 
     Raises :class:`TrainingError` when there is nothing to fit, and
     :class:`~rb_otel.importers.model.RecordError` for an unreadable input.
@@ -93,7 +99,10 @@ def train(
     if not 0.0 <= max_false_stops < 1.0:
         raise TrainingError(f"max_false_stops must be in [0, 1), got {max_false_stops!r}")
     _require_scipy()
-    dataset = read_dataset(paths, labels=labels, format=format, where=where, engine=engine)
+    stages = stages_of(progress)
+    stored = read_from_source(paths, where, engine)
+    stages.stage("reading the runs", None if stored else len(input_files(paths)), "file")
+    dataset = read_dataset(paths, labels=labels, format=format, where=where, engine=engine, done=stages.advance)
     _checked_runs(dataset, paths)
     return train_dataset(
         dataset,
@@ -103,7 +112,7 @@ def train(
         folds=folds,
         shuffles=shuffles,
         seed=seed,
-        progress=progress,
+        progress=stages,
         permutations=permutations,
         held_out_agents=held_out_agents,
     )
@@ -118,29 +127,31 @@ def train_dataset(
     folds: int = 5,
     shuffles: int = 3,
     seed: int = 0,
-    progress: Callable[[str], None] | None = None,
+    progress: Stages | Callable[[str], None] | None = None,
     permutations: int = PERMUTATIONS,
     held_out_agents: bool = True,
 ) -> TrainingResult:
     """:func:`train` on runs already read (a subset of a dataset, say: ``training/half_split.py`` fits on half
     the task groups and tests on the other half)."""
     _require_scipy()
-    say = progress or (lambda _: None)
+    stages = stages_of(progress)
     runs = _checked_runs(dataset, ["the runs"])
-    say(f"read {len(runs)} labelled runs from {dataset.files} file(s); extracting prefix features")
+    stages.stage(f"extracting the features of {len(runs)} labelled runs from {dataset.files} file(s)")
     prior = prior_of(runs)
     data = extract(runs, prior)
-    say(f"{len(data.run)} prefixes; task-grouped {folds}-fold cross-validation (the fit chosen inside each fold)")
-    oof = nested_out_of_fold(data, k=folds, seed=seed)
+    stages.stage(f"{folds}-fold cross-validation by task ({len(data.run)} prefixes)", folds, "fold")
+    oof = nested_out_of_fold(data, k=folds, seed=seed, done=stages.advance)
     report = _report(data, oof, dataset, folds=folds, max_false_stops=max_false_stops)
     if permutations > 0:
-        say(f"{permutations} fits on shuffled outcomes (the test against chance)")
+        stages.stage("the test against chance (fits on shuffled outcomes)", permutations, "fit")
         real = report.last_step[0].auroc
-        report.permutation = permutation_test(data, oof.folds, oof.chosen, real, permutations=permutations, seed=seed)
-    say("file-order sensitivity and the final fit")
-    report.order_sensitivity = _order_sensitivity(runs, prior, oof, shuffles=shuffles, seed=seed)
+        report.permutation = permutation_test(data, oof.folds, oof.chosen, real, permutations=permutations, seed=seed,
+                                              done=stages.advance)  # fmt: skip
+    stages.stage("file-order sensitivity and the final fit", shuffles * folds + 1, "fit")
+    report.order_sensitivity = _order_sensitivity(runs, prior, oof, shuffles=shuffles, seed=seed, done=stages.advance)
     candidate, _ = select(data, range(len(runs)), seed=seed)
     fitted = fit_candidate(data, range(len(runs)), candidate)
+    stages.advance()
     report.final_candidate = candidate.name
     report.check(early_step([len(r.steps) for r in runs]), fitted.constant)
     if report.permutation is None:
@@ -148,9 +159,15 @@ def train_dataset(
     probabilities = _per_run(data, oof.logits)
     several = len({agent_unit(r) for r in runs}) >= 2
     if held_out_agents and several:
-        say("leave one agent out (each agent's runs scored by a fit on the others)")
+        agents = len({agent_unit(r) for r in runs})
+        stages.stage("leave one agent out (each scored by a fit on the others)", agents, "agent")
         report.held_out = leave_one_agent_out(
-            runs, max_false_stops=max_false_stops, seed=seed, progress=say, workers=min(os.cpu_count() or 1, 4)
+            runs,
+            max_false_stops=max_false_stops,
+            seed=seed,
+            progress=stages.note,
+            done=stages.advance,
+            workers=min(os.cpu_count() or 1, 4),
         )
     fsm = choose_fsm(
         [p for p, r in zip(probabilities, runs, strict=True) if not r.failed],
@@ -175,17 +192,32 @@ def train_dataset(
 
 
 def _checked_runs(dataset: Dataset, paths: Sequence[str | Path]) -> list[LabelledRun]:
+    """The runs, when they can be fitted; else :class:`TrainingError` saying what is missing and what fixes it."""
     where = ", ".join(map(display_url, paths))
-    if not dataset.runs:
+    runs = dataset.runs
+    if not runs and dataset.unlabelled:
         raise TrainingError(
-            f"{where}: no labelled runs ({dataset.unlabelled} without an outcome); pass --labels FILE (SWE-bench "
-            "results.json, mini-swe-agent results_summary.json, or {run_id: true|false})"
+            f"{where}: none of the {dataset.unlabelled} runs carries an outcome (a harness's exit status, SWE-agent's "
+            f"'submitted' say, tells how the agent stopped, not whether it succeeded); pass {LABELS_HINT}"
         )
-    outcomes = Counter(r.failed for r in dataset.runs)
+    if not runs and dataset.problems:
+        raise TrainingError(f"{where}: no runs found; {len(dataset.problems)} file(s) or record(s) skipped, the "
+                            f"first: {dataset.problems[0]}")  # fmt: skip
+    if not runs:
+        found = f"in {dataset.files} file(s) (pass --format if the one detected is wrong)" if dataset.files else (
+            "(an empty folder, or no run under the filters given)")  # fmt: skip
+        raise TrainingError(f"{where}: no runs found {found}")
+    outcomes = Counter(r.failed for r in runs)
     if len(outcomes) < 2:
-        only = "failed" if True in outcomes else "succeeded"
-        raise TrainingError(f"{where}: all {len(dataset.runs)} labelled runs {only}; a fit needs both outcomes")
-    return dataset.runs
+        only, other = ("failed", "succeeded") if True in outcomes else ("succeeded", "failed")
+        fix = f"pass {LABELS_HINT} for the {dataset.unlabelled} without one, or " if dataset.unlabelled else ""
+        raise TrainingError(f"{where}: all {len(runs)} labelled runs {only}; a fit needs both outcomes: {fix}add "
+                            f"runs that {other}")  # fmt: skip
+    if len({r.group for r in runs}) < 2:
+        raise TrainingError(f"{where}: all {len(runs)} labelled runs are of one task; the fit is cross-validated "
+                            "by task (a task's runs never on both sides), so it needs runs of two tasks or more "
+                            f"(and {MIN_RUNS} runs with {MIN_FAILURES} failures to be judged)")  # fmt: skip
+    return runs
 
 
 def _sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -269,9 +301,16 @@ def _fold_auroc(y: Sequence[bool], values: NDArray[np.float64], folds: NDArray[n
 
 
 def _order_sensitivity(
-    runs: list[LabelledRun], prior: dict[str, float], oof: OutOfFold, *, shuffles: int, seed: int
+    runs: list[LabelledRun],
+    prior: dict[str, float],
+    oof: OutOfFold,
+    *,
+    shuffles: int,
+    seed: int,
+    done: Callable[[], None] | None = None,
 ) -> list[float]:
-    """The pooled last-step AUROC again with the runs in shuffled orders (each fold's family kept)."""
+    """The pooled last-step AUROC again with the runs in shuffled orders (each fold's family kept); ``done()``
+    after each fold's fit."""
     out = []
     by_name = {c.name: c for c in CANDIDATES}
     for s in range(shuffles):
@@ -285,6 +324,8 @@ def _order_sensitivity(
             model = fit_candidate(data, train_runs, by_name[name])
             held = data.rows_of(np.flatnonzero(folds == f).tolist())
             logits[held] = model.logits(data)[held]
+            if done is not None:
+                done()
         last = [logits[data.run == i][-1] for i in range(len(shuffled))]
         out.append(auroc([r.failed for r in shuffled], last))
     return out
@@ -328,6 +369,8 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
         "warnings": report.warnings,
         "permutation_test": report.permutation.as_dict() if report.permutation is not None else None,
         "held_out_agents": report.held_out.as_dict() if report.held_out is not None else None,
+        # which runs (and tasks) the fit saw, hashed: evaluate --pilot-model labels its figures on them in-sample
+        "fingerprint": FitFingerprint.of((r.run_id, r.task_keys) for r in runs).as_dict(),
     }
     return PilotModel(
         intercept=fitted.intercept,

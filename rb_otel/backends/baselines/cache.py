@@ -36,7 +36,6 @@ from pathlib import Path
 
 from rb_otel import process_exit
 from rb_otel.backends.baselines.opening import open_summary_store
-from rb_otel.backends.baselines.urls import scrub
 from rb_otel.deprecation import deprecated
 from rb_otel.steering.pilot.baselines import (
     EMPTY_BASELINE,
@@ -46,6 +45,7 @@ from rb_otel.steering.pilot.baselines import (
     RunSummary,
     SummaryStore,
 )
+from rb_otel.urls import scrub
 
 __all__ = ["BASELINES_ENV", "BaselineCache", "BaselineEvent"]
 

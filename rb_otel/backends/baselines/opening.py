@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.backends.baselines.errors import SummaryStoreError
-from rb_otel.backends.baselines.urls import display_url, scheme_of, scrub
 from rb_otel.steering.pilot.baselines import MAX_AGENTS, MemorySummaryStore, SummaryStore
+from rb_otel.urls import display_url, scheme_of, scrub
 
 __all__ = ["ENTRY_POINT_GROUP", "open_summary_store"]
 

@@ -30,8 +30,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from rb_otel.backends.baselines.errors import StoreUnavailable, SummaryStoreError
 from rb_otel.backends.baselines.rows import StoredRows
-from rb_otel.backends.baselines.urls import display_url, encoded_credentials, scrub
 from rb_otel.steering.pilot.baselines import MAX_AGENTS, MAX_RUNS, AgentInfo, AgentRuns, RunSummary
+from rb_otel.urls import display_url, encoded_credentials, scrub
 
 try:
     import redis

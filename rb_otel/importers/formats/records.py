@@ -50,6 +50,9 @@ def _file_key(path: Path) -> tuple[str, int, int]:
 
 
 def load_json(path: Path) -> Any:
+    """The JSON document in ``path`` (the one detection just parsed, when it is that unchanged file);
+    :class:`RecordError` naming the place and the problem when it is none (an empty file, text that is not JSON or
+    not UTF-8)."""
     remembered = getattr(_last, "entry", None)
     _last.entry = None
     if remembered is not None:
@@ -59,15 +62,26 @@ def load_json(path: Path) -> Any:
         except OSError:
             pass
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            raise RecordError(str(path), "file", "empty: no records in it")
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordError(str(path), f"line {exc.lineno} column {exc.colno}", f"not valid JSON ({exc.msg})") from None
     except UnicodeDecodeError as exc:
         raise RecordError(str(path), f"byte {exc.start}", "not UTF-8 text") from None
 
 
+#: How much of a JSON lines file is looked at for a NUL byte: a binary file is one error, not a problem per "line".
+_BINARY_SNIFF = 1 << 16
+
+
 def json_lines(path: Path, problems: list[ImportProblem]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each line holding a JSON object; bad lines become problems, not errors."""
+    """``(line number, object)`` for each line holding a JSON object; bad lines become problems, not errors. A
+    binary file raises :class:`RecordError` (before the first line is read)."""
+    with path.open("rb") as raw:
+        if b"\x00" in raw.read(_BINARY_SNIFF):
+            raise RecordError(str(path), "format", "a binary file, not JSON lines")
     with path.open("r", encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():

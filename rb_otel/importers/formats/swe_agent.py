@@ -2,6 +2,10 @@
 
 The action's first word is the tool; run tokens come from ``info.model_stats`` (per step they are unknown, so
 the totals go on the run); 1.x ``execution_time`` gives tool durations; timing is otherwise synthetic.
+
+The outcome: ``info.exit_status`` ``submitted`` (also ``submitted (exit_cost)``, an automatic submission) says the
+agent submitted a patch, not that the patch resolves the issue: such a run is ``unlabelled`` until ``--labels``
+(SWE-bench's results) says; any other exit status means no patch was submitted, a failure; none: ``unfinished``.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rb_otel.importers.formats.mini_swe_agent import UNLABELLED
 from rb_otel.importers.formats.records import as_int, load_json, text
 from rb_otel.importers.formats.records import observation as kept_observation
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
@@ -52,7 +57,7 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
     stats: dict[str, Any] = info["model_stats"] if isinstance(info.get("model_stats"), dict) else {}
     exit_status = str(info.get("exit_status") or "")
     outcome = (
-        "success"
+        UNLABELLED
         if exit_status.lower().startswith("submitted")
         else (f"failure: {exit_status}" if exit_status else "unfinished")
     )

@@ -1,4 +1,6 @@
-"""tau-bench results files: one JSON list of runs ``{task_id, trial, reward, traj, info}``, in file order.
+"""tau-bench results files: one JSON list of runs ``{task_id, trial, reward, traj, info}``, in file order, or one
+such run on its own (an element of that list saved as a file, as the records under tau-bench's
+``historical_trajectories`` are often kept).
 
 Each element is one run (``task-<task_id>-trial-<trial>``); ``traj`` is an OpenAI-style message list; a
 ``reward`` below 1 is a failure. A malformed element is skipped and listed; the rest are read.
@@ -26,10 +28,15 @@ def reward_outcome(reward: object) -> str:
 
 def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
     data = load_json(path)
-    if not isinstance(data, list):
-        raise RecordError(str(path), "top level", "expected a JSON list of results {task_id, trial, reward, traj}")
+    if isinstance(data, dict) and "traj" in data:
+        data, alone = [data], True  # one result: read as an element, named as the file's top level
+    elif isinstance(data, list):
+        alone = False
+    else:
+        raise RecordError(str(path), "top level", "expected a JSON list of results {task_id, trial, reward, traj}, "
+                          "or one such result")  # fmt: skip
     for i, element in enumerate(data):
-        where = f"element {i}"
+        where = "top level" if alone else f"element {i}"
         if not isinstance(element, dict) or not isinstance(element.get("traj"), list):
             problems.append(ImportProblem(str(path), where, "expected an object with a 'traj' message list"))
             continue

@@ -84,7 +84,9 @@ def test_swe_agent_0x_layout(tmp_path: Path) -> None:
         "tidewater__units-7", "swe_agent", "", "", ""
     )  # fmt: skip
     assert run.task == 'Fix this issue in tidewater: parse_duration("90s") returns 5400, it should return 90 (seconds).'
-    assert run.outcome == "success"  # "Submitted (exit_cost)": submitted when the budget ran out, in any case
+    # "Submitted (exit_cost)", submitted when the budget ran out, in any case: a patch was submitted, which says
+    # nothing of whether it resolved the issue, so the run is unlabelled until --labels says (docs/importers.md)
+    assert run.outcome == "unlabelled"
     assert run.synthetic_timing and run.start is None and run.end is None
     assert run.attributes == {
         "rb.metadata.swe_agent.tokens_sent": 18240,
@@ -130,11 +132,11 @@ def test_swe_agent_0x_layout(tmp_path: Path) -> None:
 def test_swe_agent_0x_replay_is_synthetic_seconds(tmp_path: Path, otel: Otel) -> None:
     path = as_traj(tmp_path, "handwritten_0x_submitted_after_cost_limit.json", "tidewater__units-7")
     [result] = replay(path, tracer_provider=otel.tracer_provider)
-    assert (result.run_id, result.step_count, result.outcome) == ("tidewater__units-7", 8, "success")
+    assert (result.run_id, result.step_count, result.outcome) == ("tidewater__units-7", 8, "unlabelled")
     run = root(otel, "tidewater__units-7")
     a = attrs(run)
     assert a["rb.source"] == a["rb.framework"] == "swe_agent" and a["rb.synthetic_timing"] is True
-    assert a["rb.outcome"] == "success" and run.status.status_code is StatusCode.UNSET
+    assert a["rb.outcome"] == "unlabelled"
     assert a["rb.metadata.swe_agent.tokens_sent"] == 18240 and a["rb.steps"] == 8
     chats = children(otel, run, "chat")
     assert [seconds(c) for c in chats] == [1.0] * 8 and seconds(run) == 8.0  # one synthetic second a step

@@ -392,7 +392,10 @@ def test_directory_reading_recurses_in_path_order_and_passes_over_what_holds_no_
     data = read_dataset([tmp_path])
     assert data.unlabelled == 4 and data.not_runs == 5
     assert sorted((Path(p.path).name, p.problem) for p in data.problems if p.where != "not runs") == [
-        ("broken.json", "not valid JSON (Expecting property name enclosed in double quotes)"),
+        (
+            "broken.json",
+            "not valid JSON (Expecting property name enclosed in double quotes); it ends early: is the file complete?",
+        ),
         ("empty.json", "empty file"),
     ]
     [summary] = [p for p in data.problems if p.where == "not runs"]

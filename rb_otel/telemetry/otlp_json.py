@@ -123,7 +123,10 @@ class JsonLinesFile:
             handle, self._file = self._file, None
             if handle is None:
                 return
-            handle.close()
+            try:
+                handle.close()  # flushes what a failed write left in the buffer: it can fail the same way
+            except OSError as exc:
+                self.error = self.error or str(OutputError.of(self.path, exc))
             if self.whole and self._tmp is not None:
                 if self.error is not None:
                     self._tmp.unlink(missing_ok=True)

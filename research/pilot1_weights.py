@@ -1,4 +1,4 @@
-"""Train the pilot scorer from the labelled runs in ``tests/fixtures/signal`` and report how well it transfers.
+"""Train the pilot scorer from the Gemini and Grok development sources and report how well it transfers.
 
     python research/pilot1_weights.py [--data DATA_ROOT] [--out rb_otel/steering/pilot/pilot_weights.json]
 

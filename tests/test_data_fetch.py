@@ -219,3 +219,61 @@ def test_the_shipped_manifest_describes_every_source_of_the_shared_data_readme()
         assert source.files and all(len(f.sha256) == 64 for f in source.files)
         assert not any(f.path == "labels.csv" for f in source.files)  # the curator's, not the origin's
     assert sum(f.path.endswith(".traj.json") for f in sources["signal/mini_swe_agent_gemini3pro"].files) == 500
+
+
+# -- make data reproduces what the shared data gives -------------------------------------------------------------
+
+
+class _Origins(BaseHTTPRequestHandler):
+    """Serves each file of real sources at its origin path (what the manifest says GitHub serves)."""
+
+    table: dict[str, Path]
+
+    def do_GET(self) -> None:
+        path = self.table.get(unquote(self.path))
+        if path is None:
+            self.send_error(404)
+            return
+        body = path.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_data_root_make_data_wrote_gives_the_same_runs_as_the_shared_data(tmp_path: Path) -> None:
+    """Two small development sources fetched from origins serving the shared data's own files: every file checks,
+    and the runs read from the new data root are the runs read from the shared one (so `make held-out` and
+    `make half-split` read the same from either)."""
+    from components import signal_source
+
+    from rb_otel.datasets import source_folder
+    from rb_otel.training.development import read_kind
+
+    names = ("tau2_whissle", "tau2_sonnet45_aide")
+    sources = [s for s in load_manifest() if s.name in {f"signal/{n}" for n in names}]
+    table = {}
+    for source in sources:
+        folder = signal_source(source.name.removeprefix("signal/"))
+        for f in source.files:
+            table[f"/{source.repository}/raw/{source.commit}/{f.origin}"] = folder / f.path
+    handler = type("Handler", (_Origins,), {"table": table})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        results = fetch(sources, tmp_path / "data", mirror=f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert all(r.ok for r in results), [r.line for r in results]
+    fetched = read_kind("customer_service", tmp_path / "data", sources=names)
+    shared = read_kind("customer_service", sources=names)
+
+    def key(run: object) -> tuple[object, ...]:
+        return (run.run_id, run.failed, run.harness, run.model, len(run.steps), run.group)  # type: ignore[attr-defined]
+
+    assert [key(r) for r in fetched.runs] == [key(r) for r in shared.runs] and len(fetched.runs) == 100
+    assert source_folder("signal/tau2_whissle", tmp_path / "data").is_dir()  # a folder, not an archive

@@ -153,7 +153,7 @@ def test_a_later_edit_of_the_source_is_the_risk_a_removed_scratch_file_is_not() 
     assert patch_changes_after(run, 3)
     assert not patch_changes_after(_run(steps[:5]), 3)
     assert written_paths("bash", "sed -i 's/x/y/' a.py b.py") == ({"a.py", "b.py"}, set())
-    assert written_paths("bash", "git diff > patch.txt && cat patch.txt") == ({"patch.txt"}, set())
+    assert written_paths("bash", "python make.py > out.txt && cat out.txt") == ({"out.txt"}, set())
     assert written_paths("str_replace_editor", '{"command": "str_replace", "path": "/r/a.py"}') == ({"/r/a.py"}, set())
     assert written_paths("bash", "rm -f a.py b.py") == (set(), {"a.py", "b.py"})
 
@@ -192,3 +192,9 @@ def test_every_development_source_is_read_by_kind_with_nothing_kept_apart() -> N
     assert not [r for r in customer.runs + coding.runs if kept_apart(r)]
     judged = [a for a, n in collections.Counter(agent_unit(r) for r in customer.runs).items() if n >= 40]
     assert "tau2 llm_agent|grok-3" in judged and "whissle|whissle" in judged
+
+
+def test_writing_the_patch_out_is_not_a_change_of_the_workspace() -> None:
+    assert written_paths("bash", "cd /testbed && git diff src/x.py > patch.txt && cat patch.txt") == (set(), set())
+    steps = [_bash("sed -i 's/a/b/' src/x.py"), _bash("pytest"), _bash("ls"), _bash("git diff > patch.txt")]
+    assert not patch_changes_after(_run(steps), 2)

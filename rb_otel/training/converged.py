@@ -91,17 +91,21 @@ _EDITING_PROGRAMS = frozenset({"sed", "perl", "tee", "touch", "truncate", "patch
 def written_paths(action: str, arguments: str) -> tuple[set[str], set[str]]:
     """``(written, removed)``: the files a change writes and the files it removes, as far as its command says (a
     redirect's target, ``sed -i``'s files, ``tee``/``touch``'s, ``rm``'s; an editor call's ``path``); a change
-    whose targets cannot be read writes ``{"?"}``, which no scratch rule can excuse."""
+    whose targets cannot be read writes ``{"?"}``, which no scratch rule can excuse. A command that writes ``git
+    diff``'s output writes the patch out and changes nothing of the workspace's."""
     parsed = _arguments(arguments)
     if parsed is not None and isinstance(parsed.get("path"), str) and not isinstance(parsed.get("command"), str):
         return {str(parsed["path"])}, set()
     if parsed is not None and isinstance(parsed.get("path"), str) and " " not in str(parsed.get("command", "")):
         return {str(parsed["path"])}, set()
     command = str(parsed.get("command", "")) if parsed else arguments
+    segments = _segments(command)
+    if any(w[0] == "git" and len(w) > 1 and w[1] in {"diff", "format-patch"} for w in segments):
+        return set(), set()  # writing the patch out (mini-swe-agent 2's submission), not changing the workspace
     head = command.split("\n", 1)[0] if "<<" in command else command
     written = {m.group(1) for m in _TARGET.finditer(head) if m.group(1) != "/dev/null"}
     removed: set[str] = set()
-    for words in _segments(command):
+    for words in segments:
         program = words[0].rsplit("/", 1)[-1]
         files = [w.strip("'\"") for w in words[1:] if not w.startswith("-")]
         if program == "rm":
@@ -145,6 +149,8 @@ class ConvergedFigures:
     stopped: int
     risky: int  # stopped runs that would still have changed their patch
     tokens_saved: float  # share of the agent's tokens the stops would not have spent
+    #: The rule at every k on this agent's own runs (label-free facts, not a choice): (k, stopped, risky, saved).
+    by_k: tuple[tuple[int, int, int, float], ...] = ()
 
     @property
     def risk(self) -> float:
@@ -160,6 +166,7 @@ class ConvergedFigures:
             "stopped_runs_whose_patch_changes_later": self.risky,
             "risk": self.risk,
             "tokens_saved": self.tokens_saved,
+            "by_k": [{"k": k, "runs_stopped": s, "risky": r, "tokens_saved": v} for k, s, r, v in self.by_k],
         }
 
 
@@ -204,6 +211,7 @@ def converged_rule_by_agent(
                 stopped=stopped,
                 risky=risky,
                 tokens_saved=saved,
+                by_k=tuple((k_, *_apply(held, k_)) for k_ in K_CHOICES),
             )
         )
     return out

@@ -52,11 +52,7 @@ TOTALS = ("overrun_steps", "overrun_chars", "overrun_context", "overrun_hedges",
           "beyond_steps", "beyond_chars", "beyond_context", "size_chars", "size_context", "size_steps")  # fmt: skip
 #: The size and rate features without the progress signals (what "size" meant before they were added).
 SIZE = tuple(f for f in FEATURES if f not in PROGRESS_FEATURES)
-#: The same-prefix size signals alone: what a fit must at least match (docs/signal.md, "Never below a size
-#: baseline"); the family a choice for transfer falls back to when nothing else beats it on unseen agents.
-SAME_PREFIX_SIZE = ("size_steps", "size_chars", "size_context")
 CANDIDATES = (
-    Candidate("same-prefix size", dense=SAME_PREFIX_SIZE),
     Candidate("size totals", dense=TOTALS),
     Candidate("size", dense=SIZE),
     Candidate("size + progress"),

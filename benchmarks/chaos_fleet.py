@@ -116,34 +116,6 @@ class Tmpfs:
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)
 
-    def abort(self) -> None:
-        """After a failed :meth:`open`: end whatever had started (the workers killed), unmount the disks."""
-        for worker in self.workers.values():
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join(10)
-        for name in ("collector", "redis", "receiver"):
-            component = getattr(self, name, None)
-            if component is not None:
-                with contextlib.suppress(Exception):
-                    component.stop()
-        if self._ctx is not None:
-            self._stop_forkserver()
-        self.unmount()
-
-    def _stored(self) -> dict[str, int]:
-        """Runs each baseline store holds (all agents of the fleet's group)."""
-        from rb_otel.backends.baselines.redis_store import RedisSummaryStore
-        from rb_otel.backends.baselines.sqlite_store import SqliteSummaryStore
-
-        counts = {}
-        for group, store in (("redis", RedisSummaryStore(self.redis.url)),
-                             ("sqlite", SqliteSummaryStore(self.store_disk.path / "baselines.db"))):  # fmt: skip
-            with contextlib.suppress(Exception):
-                counts[group] = sum(a.runs for a in store.agents())
-            store.close()
-        return counts
-
     def unmount(self) -> None:
         for args in (["umount", str(self.path)], ["umount", "-l", str(self.path)]):
             if subprocess.run(args, capture_output=True, check=False).returncode == 0:

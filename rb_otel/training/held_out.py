@@ -28,7 +28,7 @@ import math
 import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,14 @@ from rb_otel.training.cv import grouped_folds, out_of_fold, select, select_for_t
 from rb_otel.training.dataset import LabelledRun, agent_unit
 from rb_otel.training.features import PrefixData, agent_balanced, extract, prior_of
 from rb_otel.training.fit import fit_candidate
+from rb_otel.training.held_out_figures import (
+    EARLY_STEP,
+    MIN_SUCCESSFUL,
+    Baseline,
+    HeldOutAgent,
+    HeldOutReport,
+    SkipFigures,
+)
 from rb_otel.training.relative_skip import choose_relative_skip, relative_stops
 from rb_otel.training.thresholds import MIN_USEFUL_STOPS, SKIP_OFF, choose_fsm, fsm_states
 
@@ -56,15 +64,10 @@ __all__ = [
     "tokens_after_last_change",
 ]
 
-#: The early step every held-out figure is read at ("step 10"; shorter runs are not still going).
-EARLY_STEP = 10
 #: An agent is held out only with at least this many runs of each outcome (fewer cannot rank a fit's scores).
 MIN_EACH_OUTCOME = 20
 #: A held-out agent's fit needs at least this many training runs.
 MIN_TRAINING_RUNS = 20
-#: A held-out agent with fewer successful runs than this cannot show a false-stop bound within 2%
-#: (Wilson z = 1 with no false stop: 1 / (n + 1)), so it does not decide whether SKIP holds.
-MIN_SUCCESSFUL = 50
 _THRESHOLD_FOLDS = 5  # the training side's out-of-fold scores the thresholds are chosen on
 
 
@@ -72,200 +75,6 @@ def agent_kind(runs: Sequence[LabelledRun]) -> str:
     """The kind of agent ``runs`` come from (:mod:`rb_otel.steering.pilot.kinds`): coding when the tools its runs
     called include a shell or a file editor, else customer service. Label-free: what the agent did."""
     return infer_agent_kind({s.action for r in runs for s in r.steps if s.action})
-
-
-@dataclass(frozen=True, slots=True)
-class Baseline:
-    """A size baseline on the held-out agent: oriented by the training agents, and at its best either way."""
-
-    name: str
-    oriented: float
-    direction: int  # learned on the training agents: +1 more means failure, -1 less
-    either: float  # max(AUROC, 1 - AUROC) on the held-out agent itself
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "oriented": self.oriented, "direction": self.direction, "either_way": self.either}
-
-
-@dataclass(frozen=True, slots=True)
-class SkipFigures:
-    """SKIP with the training agents' thresholds, on the held-out agent's runs."""
-
-    on: bool  # the thresholds had SKIP on at all
-    false_stops: int
-    successful: int
-    upper: float  # Wilson upper bound (z = 1) of false_stops / successful
-    stopped_failing: float
-    failing: int
-    tokens_saved_per_stop: float  # mean tokens after the SKIP point over the failing runs it stopped
-    holds: bool
-    why: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "thresholds_have_skip": self.on,
-            "false_stops": self.false_stops,
-            "successful_runs": self.successful,
-            "false_stop_upper_bound": self.upper,
-            "stopped_failing": self.stopped_failing,
-            "failing_runs": self.failing,
-            "tokens_saved_per_stopped_run": self.tokens_saved_per_stop,
-            "holds": self.holds,
-            "why": self.why,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class HeldOutAgent:
-    """One held-out agent's figures (every one from a fit that never saw its runs)."""
-
-    agent: str
-    runs: int
-    failed: int
-    trained_on: tuple[str, ...]
-    training_runs: int
-    family: str
-    last_step: float
-    last_baselines: tuple[Baseline, ...]
-    early_runs: int
-    early: float
-    early_baselines: tuple[Baseline, ...]
-    skip: SkipFigures  # SKIP relative to the agent (the rule a held-out agent is judged by)
-    absolute_skip: SkipFigures  # SKIP at the training side's absolute threshold, for comparison
-    skip_rule: dict[str, float] | None = None  # the relative rule chosen on the training agents
-    kind: str = ""  # the agent's kind (agent_kind): coding, or tool use
-    across_kinds: bool = False  # fitted on agents of another kind (its kind had no other agent)
-
-    def margin(self, *, early: bool, either: bool = False) -> float:
-        """The fit's AUROC above the best size baseline (oriented by the training agents, or ``either`` way)."""
-        baselines = self.early_baselines if early else self.last_baselines
-        known = [b.either if either else b.oriented for b in baselines]
-        known = [v for v in known if not math.isnan(v)]
-        return (self.early if early else self.last_step) - (max(known) if known else 0.5)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "runs": self.runs,
-            "failed": self.failed,
-            "trained_on": list(self.trained_on),
-            "training_runs": self.training_runs,
-            "family": self.family,
-            "kind": self.kind,
-            "fitted_across_kinds": self.across_kinds,
-            "last_step": {
-                "auroc": self.last_step,
-                "baselines": [b.as_dict() for b in self.last_baselines],
-                "margin_oriented": self.margin(early=False),
-                "margin_either_way": self.margin(early=False, either=True),
-            },
-            "early": {
-                "step": EARLY_STEP,
-                "runs_still_going": self.early_runs,
-                "auroc": self.early,
-                "baselines": [b.as_dict() for b in self.early_baselines],
-                "margin_oriented": self.margin(early=True),
-                "margin_either_way": self.margin(early=True, either=True),
-            },
-            "skip": self.skip.as_dict(),
-            "skip_rule": self.skip_rule,
-            "absolute_skip": self.absolute_skip.as_dict(),
-        }
-
-
-@dataclass(slots=True)
-class HeldOutReport:
-    """Every held-out agent, the budget, and whether SKIP held where it can be judged."""
-
-    agents: list[HeldOutAgent]
-    max_false_stops: float
-    keep_tasks_apart: bool
-    skipped: dict[str, str] = field(default_factory=dict)  # agents that could not be held out, and why
-
-    @property
-    def judged(self) -> list[HeldOutAgent]:
-        """The held-out agents with enough successful runs to judge a false-stop bound (:data:`MIN_SUCCESSFUL`)."""
-        return [a for a in self.agents if a.skip.successful >= MIN_SUCCESSFUL]
-
-    @property
-    def skip_holds(self) -> bool:
-        """SKIP held its budget on every judged held-out agent (and there was one)."""
-        judged = self.judged
-        return bool(judged) and all(a.skip.holds for a in judged)
-
-    def why_skip_off(self) -> str:
-        """In words, why SKIP is off (``""`` when it holds)."""
-        if self.skip_holds:
-            return ""
-        if not self.judged:
-            return f"no held-out agent has {MIN_SUCCESSFUL} successful runs to judge a false-stop bound by"
-        return "; ".join(f"{a.agent}: {a.skip.why}" for a in self.judged if not a.skip.holds)
-
-    def summary(self, *, early: bool, min_runs: int = 0) -> dict[str, Any]:
-        """The median and the worst held-out agent (of those with at least ``min_runs`` runs): the fit's margin over
-        the best size baseline oriented on the training agents, and over the best either way on the agent itself."""
-        chosen = [
-            a
-            for a in self.agents
-            if a.runs >= min_runs
-            and not math.isnan(a.early if early else a.last_step)
-            and not math.isnan(a.margin(early=early, either=True))
-        ]
-        out: dict[str, Any] = {"agents": len(chosen), "min_runs": min_runs}
-        for key, either in (("oriented", False), ("either_way", True)):
-            margins = sorted((a.margin(early=early, either=either), a.agent) for a in chosen)
-            out[key] = {  # None, not NaN, where there is no agent: a report compares equal to itself
-                "median_margin": float(np.median([m for m, _ in margins])) if margins else None,
-                "worst_margin": margins[0][0] if margins else None,
-                "worst_agent": margins[0][1] if margins else "",
-            }
-        return out
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "method": "leave one agent out",
-            "summary": {
-                "early": self.summary(early=True),
-                "last_step": self.summary(early=False),
-                "early_100_runs": self.summary(early=True, min_runs=100),
-                "last_step_100_runs": self.summary(early=False, min_runs=100),
-            },
-            "max_false_stops": self.max_false_stops,
-            "keep_tasks_apart": self.keep_tasks_apart,
-            "agents": [a.as_dict() for a in self.agents],
-            "not_held_out": dict(self.skipped),
-            "skip_holds": self.skip_holds,
-            "why_skip_off": self.why_skip_off(),
-        }
-
-    def lines(self) -> list[str]:
-        """The report in words, an agent a line and the SKIP decision."""
-        out = [f"leave one agent out ({len(self.agents)} agents; false-stop budget {self.max_false_stops:.1%}):"]
-        for a in self.agents:
-            best_last = max((b.oriented for b in a.last_baselines), default=float("nan"))
-            best_early = max((b.oriented for b in a.early_baselines), default=float("nan"))
-            where = "of any kind" if a.across_kinds else f"of its kind, {a.kind.replace('_', ' ')}"
-            out.append(
-                f"  {a.agent} ({a.runs} runs, {a.failed} failed; fitted on {a.training_runs} runs of "
-                f"{len(a.trained_on)} other agent(s) {where}, {a.family}): last step {a.last_step:.3f} vs size "
-                f"{best_last:.3f}; step {EARLY_STEP} {a.early:.3f} vs size so far {best_early:.3f} "
-                f"({a.early_runs} runs still going); SKIP: {a.skip.why}"
-            )
-        for agent, why in self.skipped.items():
-            out.append(f"  {agent}: not held out ({why})")
-        for label, early in ((f"step {EARLY_STEP}", True), ("last step", False)):
-            summary = self.summary(early=early)
-            o, e = summary["oriented"], summary["either_way"]
-            if not summary["agents"]:
-                continue
-            out.append(
-                f"  {label}, {summary['agents']} held-out agents: median margin {o['median_margin']:+.3f} over the "
-                f"oriented size baselines (worst {o['worst_margin']:+.3f}, {o['worst_agent']}), "
-                f"{e['median_margin']:+.3f} either way (worst {e['worst_margin']:+.3f}, {e['worst_agent']})"
-            )
-        out.append("SKIP holds its budget on the held-out agents" if self.skip_holds else
-                   f"SKIP off: {self.why_skip_off()}")  # fmt: skip
-        return out
 
 
 def _sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:

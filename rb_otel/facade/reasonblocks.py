@@ -28,6 +28,7 @@ from rb_otel.steering.pilot.kinds import checked_kind
 from rb_otel.steering.routing import parse_model_routing, routing_ids
 from rb_otel.steering.scoring import Scorer
 from rb_otel.steering.scoring import score_step as _score_step
+from rb_otel.steering.scoring.protocol import KindAwareScorer
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.telemetry import MeterProvider, Telemetry, TracerProvider
@@ -193,7 +194,7 @@ class ReasonBlocks(AdapterMethods):
             model_routing=self.model_routing,
             routing_ids=routing_ids(self.model_routing),
             agent_kind=self.agent_kind,
-            scorer_name_for=self.scorer.name_for if isinstance(self.scorer, PilotScorer) else None,
+            scorer_name_for=self.scorer.name_for if isinstance(self.scorer, KindAwareScorer) else None,
         )
         self._langchain_router: Any = None
         self._forced_runs: RunFactory | None = None

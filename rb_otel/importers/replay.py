@@ -38,6 +38,7 @@ from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
 from rb_otel.steering.pilot.kinds import infer_agent_kind
 from rb_otel.steering.scoring import HeuristicScorer, Scorer, resolve_scorer, score_step
+from rb_otel.steering.scoring.protocol import KindAwareScorer
 from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.telemetry import ChatResponse, MeterProvider, RunInfo, RunRecorder, Telemetry, TracerProvider
@@ -235,6 +236,8 @@ def run_kind(run: ImportedRun) -> str:
 
 
 def _run_info(run: ImportedRun, scorer: Scorer | None, kind: str) -> RunInfo:
+    by_kind = isinstance(scorer, KindAwareScorer) and scorer.chooses_by_kind
+    name = "" if scorer is None else scorer.name_for(kind) if isinstance(scorer, KindAwareScorer) else scorer.name
     fields = RunFields(
         agent_name=run.agent_name,
         framework=str(run.attributes.get(n.RB_FRAMEWORK, run.source)),
@@ -252,8 +255,8 @@ def _run_info(run: ImportedRun, scorer: Scorer | None, kind: str) -> RunInfo:
         metadata=metadata,
         source=run.source,
         synthetic_timing=run.synthetic_timing,
-        scorer="" if scorer is None else scorer.name_for(kind) if isinstance(scorer, PilotScorer) else scorer.name,
-        agent_kind=kind if isinstance(scorer, PilotScorer) else "",
+        scorer=name,
+        agent_kind=kind if by_kind else "",
     )
 
 

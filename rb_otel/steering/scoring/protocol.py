@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["RunScorer", "Scorer", "ScorerStep"]
+__all__ = ["KindAwareScorer", "RunScorer", "Scorer", "ScorerStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +53,16 @@ class Scorer(Protocol):
     name: str
 
     def start_run(self, agent: str = "", task_id: str = "") -> RunScorer: ...
+
+
+@runtime_checkable
+class KindAwareScorer(Scorer, Protocol):
+    """A scorer whose model depends on the kind of agent a run is (``"coding"``, ``"customer_service"``, ``""``
+    not known): the pilot with no model given. ``chooses_by_kind`` says whether it does so now; integrations then
+    start each run with its kind, and ``rb.scorer`` is :meth:`name_for` the kind."""
+
+    chooses_by_kind: bool
+
+    def start_run(self, agent: str = "", task_id: str = "", kind: str = "") -> RunScorer: ...
+
+    def name_for(self, kind: str = "") -> str: ...

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rb_otel.steering.scoring.protocol import KindAwareScorer
 from rb_otel.steering.scoring.scorers import RunScorer, Scorer, ScorerStep, resolve_scorer, text_scorer_name
 from rb_otel.steering.text import bounded_view
 
@@ -89,9 +90,9 @@ class StepScoring:
         self.name = text_scorer_name(score_fn)
         if scorer is not None:
             resolved = resolve_scorer(scorer)
-            if getattr(resolved, "chooses_by_kind", False):  # the pilot's default depends on the kind of agent
-                self._run = resolved.start_run(agent, task_id, kind=kind)  # type: ignore[call-arg]
-                self.name = resolved.name_for(kind)  # type: ignore[attr-defined]
+            if isinstance(resolved, KindAwareScorer) and resolved.chooses_by_kind:  # the pilot's model by kind
+                self._run = resolved.start_run(agent, task_id, kind=kind)
+                self.name = resolved.name_for(kind)
             else:
                 self._run = resolved.start_run(agent, task_id)
                 self.name = resolved.name

@@ -78,8 +78,9 @@ half-split: $(STAMP)
 	$(BIN)/python research/half_split.py --json research/half_split_report.json
 
 ## held-out: docs/signal.md's headline: every development agent held out in turn within its kind (customer service,
-## coding), fitted on the others of its kind, scored live; the default-pilot decision and the converged coding runs;
-## writes research/leave_one_agent_out_report.json (about 7 minutes on two cores; the data root: make data)
+## coding), fitted on the others of its kind, scored live; the default-pilot decision (a kind that earns one gets its
+## pilot/3, rb_otel/steering/pilot/pilot3_<kind>.json) and the converged coding runs; writes
+## research/leave_one_agent_out_report.json (about 10 minutes on two cores; the data root: make data)
 held-out: $(STAMP)
 	cd research && ../$(BIN)/python leave_one_agent_out.py --json leave_one_agent_out_report.json
 

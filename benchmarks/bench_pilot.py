@@ -1,6 +1,9 @@
 """The pilot scorer's cost per step, warm (a run of 100 steps of real-sized thoughts, its agent baseline known).
 
-    python benchmarks/bench_pilot.py [--runs 200]
+    python benchmarks/bench_pilot.py [--runs 200] [--kind coding]
+
+``--kind`` scores the runs with that kind's default model (coding: pilot/3, whose text weights come in two
+blocks); without it, the model of a run of no known kind (pilot/1).
 
 Prints the median and 90th percentile microseconds per ``score`` call over rounds; numbers, not assertions.
 """
@@ -18,12 +21,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _thoughts import thoughts
 
 from rb_otel.backends.pilot import PilotScorer
+from rb_otel.steering.pilot.kinds import AGENT_KINDS
 from rb_otel.steering.scoring import ScorerStep
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--kind", choices=AGENT_KINDS, default="")
     args = parser.parse_args()
     real = thoughts()
     steps = [
@@ -34,7 +39,7 @@ def main() -> int:
     scorer = PilotScorer()
     per_step = []
     for _ in range(args.runs):
-        run = scorer.start_run("bench|model")
+        run = scorer.start_run("bench|model", kind=args.kind)
         started = time.perf_counter()
         for step in steps:
             run.score(step)
@@ -42,7 +47,7 @@ def main() -> int:
         run.finish()
     warm = per_step[len(per_step) // 10 :]
     median, p90 = statistics.median(warm), statistics.quantiles(warm, n=10)[-1]
-    print(f"pilot score(): median {median:.1f} µs/step, p90 {p90:.1f} µs/step ({len(warm)} warm runs of 100 steps)")
+    print(f"{scorer.name_for(args.kind)} score(): median {median:.1f} µs/step, p90 {p90:.1f} µs/step ({len(warm)} warm runs of 100 steps)")
     return 0
 
 

@@ -23,8 +23,9 @@ from rb_otel.training.converged import (
     written_paths,
 )
 from rb_otel.training.dataset import LabelledRun, agent_unit, read_dataset
-from rb_otel.training.development import SHIP_MARGIN, default_decision, held_out, read_kind
-from rb_otel.training.fit import fit_candidate
+from rb_otel.training.development import SHIP_MARGIN, default_decision, default_model, held_out, read_kind
+from rb_otel.training.features import agent_balanced, extract, prior_of
+from rb_otel.training.fit import AVERAGE, fit_candidate
 from rb_otel.training.held_out import Baseline, HeldOutAgent, HeldOutReport, SkipFigures
 from rb_otel.training.kept_apart import kept_apart, refuse_kept_apart
 
@@ -118,6 +119,54 @@ def test_a_default_ships_only_above_every_baseline_on_the_median_and_below_none_
     below = any(n >= 100 and e - b < 0 for n, e, b in agents)
     assert ships == (median >= SHIP_MARGIN and not below)
     assert f"{median:+.3f}" in why
+
+
+def _coding_runs(models: tuple[str, ...], per_model: int, seed: int = 0) -> list[LabelledRun]:
+    """Made-up coding runs: failing ones see more failures and go on longer (what a fit can learn)."""
+    rng = random.Random(seed)
+    out = []
+    for model in models:
+        for i in range(per_model):
+            failed = i % 2 == 1
+            steps = [_bash(f"sed -i 's/a/b/' src/m{k % 4}.py") if rng.random() < 0.3 else
+                     _bash("python -m pytest", "1 failed", code=1) if rng.random() < (0.5 if failed else 0.15) else
+                     _bash(f"cat src/m{k % 4}.py", "x" * rng.randint(0, 400))
+                     for k in range(rng.randint(4, 16) + (4 if failed else 0))]  # fmt: skip
+            out.append(_run(steps, failed=failed, model=model, harness="h", run_id=f"{model}-{i}"))
+    return out
+
+
+def test_a_kinds_default_model_is_the_average_of_the_families_fitted_on_all_its_agents() -> None:
+    """``default_model``: pilot/3, the average fitted on every run (agents weighted alike), the decision and the
+    held-out figures it rests on recorded in the file, SKIP on only where it held on every judged agent."""
+    from rb_otel.steering.pilot.model import PILOT_V3, PilotModel
+
+    runs = _coding_runs(("m1", "m2", "m3"), 44)
+    report = held_out(runs)
+    assert {a.family for a in report.agents} == {AVERAGE.name}  # the procedure held out is the one fitted
+    model = default_model("coding", runs, report)
+    assert model.version == PILOT_V3 and model.trained["family"] == AVERAGE.name
+    assert model.trained["default"] == dict(zip(("ships", "why"), default_decision(report), strict=True))
+    assert model.trained["held_out_agents"] == report.as_dict()
+    assert bool(model.skip["on"]) == ("skip_quantile" in model.fsm) and (report.skip_holds or not model.skip["on"])
+    prior = prior_of(runs)
+    data = extract(runs, prior)
+    data.run_weight = agent_balanced(runs, agent_unit)
+    fitted = fit_candidate(data, range(len(runs)), AVERAGE)
+    assert model.intercept == pytest.approx(fitted.intercept) and model.weights == pytest.approx(tuple(fitted.dense))
+    assert {b.value: dict(b.weights) for b in model.text_blocks} == {v: w for v, w in fitted.text.items() if w}
+    assert PilotModel.from_mapping(model.as_dict()).as_dict() == model.as_dict()
+
+
+def test_a_shipped_pilot3_says_it_earned_its_place() -> None:
+    """A kind whose default is a pilot/3 file: the file is that kind's, and the decision recorded in it shipped."""
+    from rb_otel.steering.pilot.kinds import AGENT_KINDS
+    from rb_otel.steering.pilot.model import PILOT_V3, PilotModel
+
+    for kind in AGENT_KINDS:
+        model = PilotModel.default_for(kind)
+        if model.version == PILOT_V3:
+            assert model.trained["kind"] == kind and model.trained["default"]["ships"] is True
 
 
 # -- converged coding runs ----------------------------------------------------------------------------------

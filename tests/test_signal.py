@@ -35,7 +35,8 @@ from rb_otel.importers.formats.mini_swe_agent import split_response
 from rb_otel.importers.labels import load_labels
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.injections import create_injections
-from rb_otel.steering.pilot import pilot_fsm_thresholds
+from rb_otel.steering.pilot import PilotModel, pilot_fsm_thresholds
+from rb_otel.steering.pilot.kinds import CODING
 from rb_otel.steering.scoring import JudgeScorer, ScorerStep, resolve_scorer, score_step
 from rb_otel.steering.session import SteeringSession
 from rb_otel.steering.state import TraceStateManager
@@ -164,7 +165,8 @@ def test_directory_replay_with_labels_and_rescore_spans(signal_data: dict[str, P
         assert len(result.monitor_scores) == result.step_count
     chats = otel.spans("chat")
     scored = [dict(s.attributes or {}) for s in chats if "rb.difficulty" in (s.attributes or {})]
-    assert scored and all(a["rb.scorer"] == "pilot/1" for a in scored)
+    # SWE-bench runs are a coding agent's: scored by the coding default (pilot/3 since it earned it)
+    assert scored and all(a["rb.scorer"] == PilotModel.default_for(CODING).version == "pilot/3" for a in scored)
     assert all("rb.monitor.composite" in a for a in scored)
     roots = otel.spans("invoke_agent")
     assert {s.attributes["rb.run_id"]: s.attributes["rb.risk"] for s in roots} == {  # type: ignore[index]
@@ -348,7 +350,7 @@ def test_evaluate_cli_writes_json_and_html(
     argv = [str(signal_data["mini"]), "--labels", str(signal_data["labels"])]
     assert main(["evaluate", *argv, "--json", str(out_json), "--html", str(out_html), "--quiet"]) == 0
     report = json.loads(out_json.read_text())
-    assert report["runs"] == len(MINI_RUNS) and report["scorer"] == "pilot/1"
+    assert report["runs"] == len(MINI_RUNS) and report["scorer"] == "pilot/3"  # a coding agent's runs: its default
     names = {s["name"] for s in report["signals"]}
     assert {"score at the last step", "most severe FSM state", "characters written", "steps"} <= names
     assert sum(sum(c.values()) for c in report["states_reached"].values()) == len(MINI_RUNS)

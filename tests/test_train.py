@@ -24,13 +24,14 @@ from rb_otel.backends.pilot import PilotScorer
 from rb_otel.cli import main
 from rb_otel.evaluation import evaluate
 from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
-from rb_otel.steering.pilot import FEATURES, PILOT_V2, PilotModel, TextWeights
+from rb_otel.steering.pilot import FEATURES, PILOT_V2, PilotModel
 from rb_otel.steering.pilot.text import TextScore, bucket, step_tokens, text_value
 from rb_otel.steering.scoring import ScorerStep
 from rb_otel.training import TrainingError, train
 from rb_otel.training.dataset import LabelledRun
 from rb_otel.training.features import extract, prior_of
-from rb_otel.training.fit import CANDIDATES, TEXT_BITS, fit_candidate
+from rb_otel.training.fit import AVERAGE, CANDIDATES, TEXT_BITS, fit_candidate
+from rb_otel.training.train_model import text_blocks
 
 
 @pytest.fixture(scope="module")
@@ -132,15 +133,22 @@ def _runs(n: int, seed: int = 0) -> list[LabelledRun]:
     return out
 
 
-@pytest.mark.parametrize("candidate", CANDIDATES, ids=[c.name for c in CANDIDATES])
+@pytest.mark.parametrize("candidate", [*CANDIDATES, AVERAGE], ids=[c.name for c in [*CANDIDATES, AVERAGE]])
 def test_the_live_score_is_the_training_definition(candidate: Any) -> None:
+    """Live scoring (PilotRun through the scorer) gives every row the probability of the fit's plain definition
+    (``Fitted.logits``), for each family and for the average of them (two blocks of text weights)."""
     runs = _runs(90)
     prior = prior_of(runs)
     data = extract(runs, prior)
     fitted = fit_candidate(data, range(60), candidate)
-    text = TextWeights(TEXT_BITS, candidate.text_value, fitted.text) if candidate.text_value and fitted.text else None
+    blocks = text_blocks(fitted)
+    if candidate is AVERAGE:
+        assert [b.value for b in blocks] == ["log", "tf"]  # both ways of counting, in one model
     model = PilotModel(fitted.intercept, tuple(fitted.dense), prior, {}, version=PILOT_V2, features=FEATURES,
-                       text=text)  # fmt: skip
+                       text=blocks[0] if blocks else None, more_text=blocks[1:])  # fmt: skip
+    saved = model.as_dict()  # the file keeps every block
+    assert [b.value for b in PilotModel.from_mapping(saved).text_blocks] == [b.value for b in blocks]
+    assert PilotModel.from_mapping(saved).as_dict() == saved
     scorer = PilotScorer(model=model)  # a fresh store: baselines learn in the same order as extract()
     expected = 1.0 / (1.0 + np.exp(-fitted.logits(data)))
     got = []

@@ -286,7 +286,9 @@ def evaluate(
     runs = [_outcome(r) for r in labelled]
     unlabelled = len(results.results) - len(labelled)
     if pilot_model is None or not isinstance(shared, PilotScorer):
-        return _evaluation(shared.name, runs, results.problems, unlabelled)
+        # the pilot scores each run with its kind's model: name every model that scored one (pilot/1, pilot/3)
+        used = sorted({r.scorer for r in labelled if r.scorer})
+        return _evaluation(", ".join(used) or shared.name, runs, results.problems, unlabelled)
     return _split_by_fit(str(pilot_model), shared, runs, results.problems, unlabelled)
 
 

@@ -144,3 +144,4 @@ class ReplayResult:
     prefix_prompt_tokens: list[int] = field(default_factory=list)
     agent_key: str = ""  # the key the scorer kept the agent's baseline under
     earlier_runs: int | None = None  # how many earlier runs of the agent the baseline held when this run started
+    scorer: str = ""  # rb.scorer the run was scored by (the pilot's model of its kind); "" without a scorer

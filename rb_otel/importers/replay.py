@@ -276,7 +276,8 @@ class _Replayer:
 
     def _run(self, run: ImportedRun, parent: RunRecorder | None) -> ReplayResult:
         kind = run_kind(run)
-        recorder = self.telemetry.run(_run_info(run, self.scorer, kind), parent=parent, new_trace=parent is None)
+        info = _run_info(run, self.scorer, kind)
+        recorder = self.telemetry.run(info, parent=parent, new_trace=parent is None)
         steps = iter(run.steps)
         first = next(steps, None)
         base = run.start if run.start is not None else (first.timestamp if first and first.timestamp else time.time())
@@ -322,6 +323,7 @@ class _Replayer:
             prefix_prompt_tokens=tally.prefix_prompt,
             agent_key=agent_key(run.agent_name, run.model) if session is not None else "",
             earlier_runs=earlier.runs if earlier is not None else None,
+            scorer=info.scorer,
         )
 
     def _session(self, run: ImportedRun, kind: str) -> SteeringSession:

@@ -9,18 +9,36 @@ an outcome are left out and counted. Nothing the data's README keeps apart may b
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rb_otel.datasets import data_root, source_folder
+from rb_otel.steering.pilot.fingerprint import FitFingerprint
 from rb_otel.steering.pilot.kinds import CODING, CUSTOMER_SERVICE
-from rb_otel.training.dataset import Dataset, LabelledRun, grouped, read_dataset
+from rb_otel.steering.pilot.model import FEATURES, PILOT_V3, PilotModel
+from rb_otel.training.cv import grouped_folds, out_of_fold
+from rb_otel.training.dataset import Dataset, LabelledRun, agent_unit, grouped, read_dataset
+from rb_otel.training.features import agent_balanced, extract, prior_of
+from rb_otel.training.fit import AVERAGE, fit_candidate
 from rb_otel.training.held_out import EARLY_STEP, HeldOutReport, leave_one_agent_out
 from rb_otel.training.kept_apart import refuse_kept_apart
+from rb_otel.training.relative_skip import choose_relative_skip
+from rb_otel.training.thresholds import choose_fsm
 
-__all__ = ["DEVELOPMENT_SOURCES", "SHIP_MARGIN", "KindRuns", "default_decision", "held_out", "read_kind"]
+__all__ = [
+    "DEVELOPMENT_SOURCES",
+    "SHIP_MARGIN",
+    "KindRuns",
+    "default_decision",
+    "default_model",
+    "held_out",
+    "read_kind",
+]
 
 #: How far above every oriented size baseline at step 10 a kind's pilot must be on the median held-out agent to
 #: become that kind's default (and below none with 100 runs or more).
@@ -100,3 +118,66 @@ def default_decision(report: HeldOutReport, *, min_runs: int = 100) -> tuple[boo
     parts.append(f"below them with {min_runs}+ runs: {', '.join(below)}" if below else
                  f"below them on no agent with {min_runs}+ runs")  # fmt: skip
     return ships, "; ".join(parts)
+
+
+def default_model(
+    kind: str, runs: Sequence[LabelledRun], report: HeldOutReport, *, max_false_stops: float = 0.02, seed: int = 0
+) -> PilotModel:
+    """A kind's pilot/3: :data:`~rb_otel.training.fit.AVERAGE` fitted on every development run of ``kind`` (the
+    procedure ``report`` held out agent by agent; training agents weighted alike), SLOW's threshold chosen on its
+    task-grouped out-of-fold scores, and SKIP on only where it held on every held-out agent that can judge it
+    (the relative rule, as ``rb-otel train`` writes it; off otherwise). Whether it may *be* the kind's default is
+    :func:`default_decision`'s to say."""
+    from rb_otel.training.train_model import text_blocks
+
+    refuse_kept_apart(runs)
+    runs = list(runs)
+    prior = prior_of(runs)
+    data = extract(runs, prior)
+    data.run_weight = agent_balanced(runs, agent_unit)
+    every = list(range(len(runs)))
+    fitted = fit_candidate(data, every, AVERAGE)
+    folds = grouped_folds([r.group for r in runs], 5, seed)
+    logits = out_of_fold(data, every, folds, AVERAGE)
+    probabilities = [(1.0 / (1.0 + np.exp(-logits[data.run == i]))).tolist() for i in every]
+    successful = [p for p, r in zip(probabilities, runs, strict=True) if not r.failed]
+    failing = [p for p, r in zip(probabilities, runs, strict=True) if r.failed]
+    fsm = choose_fsm(successful, probabilities, max_false_stops=max_false_stops, failing=failing, z=None)
+    relative = None
+    if report.skip_holds:
+        relative = choose_relative_skip(runs, probabilities, fsm, max_false_stops, unit=agent_unit)
+    if relative is not None:
+        fsm = {**fsm, "skip_quantile": relative[0], "skip_window": float(relative[1])}
+    ships, why = default_decision(report)
+    blocks = text_blocks(fitted)
+    failed = sum(r.failed for r in runs)
+    trained = {
+        "kind": kind,
+        "agents": dict(Counter(agent_unit(r) for r in runs)),
+        "runs": len(runs),
+        "failed": failed,
+        "task_groups": len({r.group for r in runs}),
+        "family": AVERAGE.name,
+        "members": [c.name for c in AVERAGE.members],
+        "text_buckets": fitted.text_buckets,
+        "held_out_agents": report.as_dict(),
+        "default": {"ships": ships, "why": why},
+        "fingerprint": FitFingerprint.of((r.run_id, r.task_keys) for r in runs).as_dict(),
+    }
+    return PilotModel(
+        intercept=fitted.intercept,
+        weights=tuple(float(w) for w in fitted.dense),
+        prior=prior,
+        fsm=fsm,
+        version=PILOT_V3,
+        features=FEATURES,
+        text=blocks[0] if blocks else None,
+        more_text=blocks[1:],
+        trained=trained,
+        skip={
+            "max_false_stops": max_false_stops,
+            "threshold": fsm["skip_threshold"],
+            "window": fsm["skip_window"],
+            "on": float(relative is not None),
+        },
+    )

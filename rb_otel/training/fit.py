@@ -8,6 +8,13 @@ size signals (``SIGNED_FEATURES``: steps, characters, largest call so far), whic
 either sign, so a fit can follow "fewer characters so far means trouble" as well as "more"; text weights have
 either sign. Only buckets seen in enough of the training *task groups* are learned (:data:`MIN_GROUP_SHARE`): a token
 from one task's runs (a customer's name, a file of one repository) says nothing about the next task.
+
+:data:`AVERAGE` is not one more family but all of them: each family of :data:`CANDIDATES` fitted on the same rows,
+their logits averaged. An average of linear models is one linear model (the mean intercept, the mean dense
+weights, each family's text weights divided by their number, kept per way of counting), so it is scored live like
+any other. It is what a pilot meant for agents it was not fitted to uses (docs/signal.md, "A default pilot per
+kind"): with a handful of training agents, choosing one family by cross-validation over them is a choice made on
+noise, and averaging needs no choice.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from rb_otel.steering.pilot.progress import PROGRESS_FEATURES
 from rb_otel.training.features import PrefixData
 from rb_otel.training.logistic import fit as fit_logistic
 
-__all__ = ["CANDIDATES", "MIN_GROUP_SHARE", "TEXT_BITS", "Candidate", "Fitted", "fit_candidate"]
+__all__ = ["AVERAGE", "CANDIDATES", "MIN_GROUP_SHARE", "TEXT_BITS", "Candidate", "Fitted", "fit_candidate"]
 
 #: Hash width of text buckets (16,384 buckets; a model keeps weights for the learned ones only).
 TEXT_BITS = 14
@@ -40,6 +47,7 @@ class Candidate:
     text_value: str | None = None  # "log" or "tf"; None: size features only
     text_penalty: float = 0.0
     dense: tuple[str, ...] = FEATURES  # the size features it may use
+    members: tuple[Candidate, ...] = ()  # not empty: the average of these families (module docstring)
 
     @property
     def columns(self) -> NDArray[np.int64]:
@@ -60,31 +68,38 @@ CANDIDATES = (
     Candidate("size + text (log counts, L2 30)", "log", 30.0),
     Candidate("size + text (frequencies, L2 100)", "tf", 100.0),
 )
+#: The average of every family of :data:`CANDIDATES` (module docstring).
+AVERAGE = Candidate("average of the families", members=CANDIDATES)
 
 
 @dataclass(frozen=True, slots=True)
 class Fitted:
-    """A fitted linear model on raw features: ``logit = intercept + dense . x + sum text[b] * value_b``."""
+    """A fitted linear model on raw features: ``logit = intercept + dense . x + sum over the ways of counting v of
+    sum text[v][b] * value_v(b)`` (one way, the family's ``text_value``, except for :data:`AVERAGE`)."""
 
     candidate: Candidate
     intercept: float
     dense: NDArray[np.float64]  # one weight per FEATURES entry
-    text: dict[int, float]
+    text: dict[str, dict[int, float]]  # per way of counting ("log", "tf"): bucket -> weight
 
     def logits(self, data: PrefixData) -> NDArray[np.float64]:
         """The logit of every row of ``data`` (the plain definition the runtime scorer is tested against)."""
         z = self.intercept + data.dense @ self.dense
-        if self.text and self.candidate.text_value:
-            matrix = data.text(TEXT_BITS, self.candidate.text_value)
-            buckets = np.fromiter(self.text, dtype=np.int64)
-            weights = np.fromiter(self.text.values(), dtype=np.float64)
-            z = z + matrix[:, buckets] @ weights
+        for value, weights in self.text.items():
+            if weights:
+                matrix = data.text(TEXT_BITS, value)
+                z = z + matrix[:, np.fromiter(weights, dtype=np.int64)] @ np.fromiter(weights.values(), np.float64)
         return np.asarray(z, dtype=np.float64)
+
+    @property
+    def text_buckets(self) -> int:
+        """How many text weights the model keeps, over every way of counting."""
+        return sum(len(weights) for weights in self.text.values())
 
     @property
     def constant(self) -> bool:
         """Every weight is zero: the model says the same of every run."""
-        return not np.any(self.dense) and not any(self.text.values())
+        return not np.any(self.dense) and not any(any(w.values()) for w in self.text.values())
 
 
 def _row_weights(data: PrefixData, rows: NDArray[np.bool_]) -> NDArray[np.float64]:
@@ -114,7 +129,9 @@ def fit_candidate(
     data: PrefixData, runs: Sequence[int], candidate: Candidate, *, failed: NDArray[np.float64] | None = None
 ) -> Fitted:
     """Fit ``candidate`` on the rows of ``runs``; ``failed`` replaces the runs' outcomes (one per run: the
-    permutation test's shuffled ones)."""
+    permutation test's shuffled ones). :data:`AVERAGE` fits each of its members and averages them."""
+    if candidate.members:
+        return _average(candidate, [fit_candidate(data, runs, m, failed=failed) for m in candidate.members])
     from scipy import sparse
 
     rows = data.rows_of(runs)
@@ -140,4 +157,18 @@ def fit_candidate(
     text = {int(b): float(w) for b, w in zip(buckets, beta[len(columns) :], strict=True) if abs(w) > 1e-9}
     every = np.zeros(len(FEATURES))
     every[columns] = size
-    return Fitted(candidate, float(intercept - (size * mean).sum()), every, text)
+    texts = {candidate.text_value: text} if candidate.text_value is not None else {}
+    return Fitted(candidate, float(intercept - (size * mean).sum()), every, texts)
+
+
+def _average(candidate: Candidate, fits: Sequence[Fitted]) -> Fitted:
+    """The one linear model whose logit is the mean of ``fits``' logits."""
+    n = len(fits)
+    text: dict[str, dict[int, float]] = {}
+    for fitted in fits:
+        for value, weights in fitted.text.items():
+            into = text.setdefault(value, {})
+            for b, w in weights.items():
+                into[b] = into.get(b, 0.0) + w / n
+    dense = np.mean([f.dense for f in fits], axis=0)
+    return Fitted(candidate, float(np.mean([f.intercept for f in fits])), np.asarray(dense, dtype=np.float64), text)

@@ -4,8 +4,10 @@ For each agent in turn (:func:`agent_unit`: the model behind the agent key, so o
 on its policy variants are one agent), the whole fitting procedure runs on the *other* agents' runs only (those
 of its kind, :func:`agent_kind`, coding or tool use, when its kind has another agent: a pilot is a default for
 a kind of agent; else all the others, and the report says so): the
-prior, the model family (chosen by an inner cross-validation that itself holds agents out when it has two or
-more, so it prefers what transfers), the weights, and the SLOW/SKIP thresholds (chosen on the training side's
+prior, the model (with two or more training agents the average of every family,
+:data:`~rb_otel.training.fit.AVERAGE`, which needs no choice; ``family=None`` chooses one family instead by an
+inner cross-validation that holds agents out, the previous round's procedure; with one training agent, a family
+chosen by task-grouped cross-validation), the weights, and the SLOW/SKIP thresholds (chosen on the training side's
 out-of-fold scores for the false-stop budget). The held-out agent is then scored with the live view (the same
 :class:`~rb_otel.steering.pilot.PilotRun`, its own label-free baseline learned from its earlier runs in file
 order) and compared with the same-prefix size baselines: steps, characters and prompt tokens, each *oriented on
@@ -41,7 +43,7 @@ from rb_otel.training.converged import tokens_after_last_change  # (its home now
 from rb_otel.training.cv import grouped_folds, out_of_fold, select, select_for_transfer
 from rb_otel.training.dataset import LabelledRun, agent_unit
 from rb_otel.training.features import PrefixData, agent_balanced, extract, prior_of
-from rb_otel.training.fit import fit_candidate
+from rb_otel.training.fit import AVERAGE, Candidate, fit_candidate
 from rb_otel.training.held_out_figures import (
     EARLY_STEP,
     MIN_SUCCESSFUL,
@@ -163,16 +165,20 @@ def held_out_agent(
     max_false_stops: float,
     seed: int = 0,
     fit: Callable[..., Any] = fit_candidate,
+    family: Candidate | None = AVERAGE,
 ) -> HeldOutAgent:
     """Fit on ``train`` only and score ``held`` (module docstring). ``fit`` is the one fitting function used (a
-    test passes a recording one to check that no held-out run reaches it)."""
+    test passes a recording one to check that no held-out run reaches it). ``family``: the model fitted when
+    ``train`` holds two or more agents; ``None`` chooses one family by holding training agents out."""
     prior = prior_of(train)
     data = extract(train, prior)
     data.run_weight = agent_balanced(train, agent_unit)
     every = list(range(len(train)))
     inner = _inner_folds(train, seed)
     units = [agent_unit(r) for r in train]
-    if len(set(units)) >= 2:
+    if len(set(units)) >= 2 and family is not None:
+        candidate = family
+    elif len(set(units)) >= 2:
         candidate, _ = select_for_transfer(data, every, units, inner, fit=fit)
     else:
         candidate, _ = select(data, every, folds=inner, fit=fit)
@@ -227,13 +233,15 @@ def leave_one_agent_out(
     fit: Callable[..., Any] = fit_candidate,
     workers: int = 1,
     done: Callable[[], None] | None = None,
+    family: Candidate | None = AVERAGE,
 ) -> HeldOutReport:
     """Hold each agent out in turn (module docstring). ``within_kind``: fit on the other agents of its kind
     (:func:`agent_kind`) only; an agent whose kind has no other agent is not held out (listed in ``skipped``).
     ``within_kind=False`` fits on every other agent, of any kind. An agent with fewer than ``min_each`` runs of
     either outcome is not held out (``skipped``, with why); its runs still train the others. ``workers`` > 1 holds
     agents out in that many forked processes at once (each agent's figures are the same either way). ``progress``
-    gets a line per agent held out; ``done()`` is called after each agent, held out or not."""
+    gets a line per agent held out; ``done()`` is called after each agent, held out or not. ``family``: as for
+    :func:`held_out_agent`."""
     say = progress or (lambda _: None)
     units = [agent_unit(r) for r in runs]
     kinds = {u: agent_kind([r for r, v in zip(runs, units, strict=True) if v == u]) for u in set(units)}
@@ -264,7 +272,7 @@ def leave_one_agent_out(
     tick = done or (lambda: None)
     for _ in report.skipped:
         tick()
-    options = {"max_false_stops": max_false_stops, "seed": seed, "fit": fit}
+    options = {"max_false_stops": max_false_stops, "seed": seed, "fit": fit, "family": family}
     for (agent, kind, _, _), figures in zip(jobs, _each_held_out(jobs, options, workers, say), strict=True):
         report.agents.append(replace(figures, agent=agent, kind=kind, across_kinds=not within_kind))
         tick()

@@ -340,11 +340,7 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
     report: TrainingReport,
     max_false_stops: float,
 ) -> PilotModel:
-    text = None
-    value = fitted.candidate.text_value
-    if value is not None and fitted.text:
-        assert value in TEXT_VALUES
-        text = TextWeights(TEXT_BITS, value, fitted.text)
+    blocks = text_blocks(fitted)
     failed = sum(r.failed for r in runs)
     trained = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -358,7 +354,7 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
         "files": dataset.files,
         "family": fitted.candidate.name,
         "text_tokens": "tool names, shell programs, argument keys, exit codes, error classes, observation words",
-        "text_buckets": len(fitted.text),
+        "text_buckets": fitted.text_buckets,
         "cross_validation": {
             "auroc_last_step": report.last_step[0].auroc,
             "baselines_last_step": {f.name: f.auroc for f in report.last_step[1:]},
@@ -379,7 +375,8 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
         fsm=fsm,
         version=PILOT_V2,
         features=FEATURES,
-        text=text,
+        text=blocks[0] if blocks else None,
+        more_text=blocks[1:],
         trained=trained,
         skip={
             "max_false_stops": max_false_stops,
@@ -388,6 +385,16 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
             "on": float(report.skip_on),  # 0.0: SKIP off (no threshold held the bound usefully)
         },
     )
+
+
+def text_blocks(fitted: Fitted) -> tuple[TextWeights, ...]:
+    """``fitted``'s text weights as the model file's blocks, one per way of counting (none when it has none)."""
+    blocks = []
+    for value, weights in sorted(fitted.text.items()):
+        assert value in TEXT_VALUES
+        if weights:
+            blocks.append(TextWeights(TEXT_BITS, value, weights))
+    return tuple(blocks)
 
 
 def _write(path: Path, model: PilotModel) -> Path:

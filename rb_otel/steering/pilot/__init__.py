@@ -15,7 +15,15 @@ from rb_otel.steering.pilot.baselines import (
     RunSummary,
     SummaryStore,
 )
-from rb_otel.steering.pilot.model import FEATURES, FEATURES_V1, PILOT_NAME, PILOT_V2, PilotModel, TextWeights
+from rb_otel.steering.pilot.model import (
+    FEATURES,
+    FEATURES_V1,
+    PILOT_NAME,
+    PILOT_V2,
+    PILOT_V3,
+    PilotModel,
+    TextWeights,
+)
 from rb_otel.steering.pilot.run import THOUGHT_VIEW, PilotRun, StepView, pilot_fsm_thresholds
 from rb_otel.steering.pilot.text import TextScore, step_tokens
 
@@ -24,6 +32,7 @@ __all__ = [
     "FEATURES_V1",
     "PILOT_NAME",
     "PILOT_V2",
+    "PILOT_V3",
     "THOUGHT_VIEW",
     "AgentBaseline",
     "BaselineSource",

@@ -6,7 +6,10 @@ Two versions load:
   :data:`FEATURES_V1`, trained by ``make pilot1-weights`` (``research/pilot1_weights.py``) on the development data;
 * ``pilot/2`` (what ``rb-otel train`` writes for one agent): weights over :data:`FEATURES` (the same ten and
   three "beyond normal" size features) plus hashed text tokens (:mod:`rb_otel.steering.pilot.text`), fixed
-  SLOW/SKIP thresholds chosen from the fit's own out-of-fold scores, and ``trained``: what it was trained on.
+  SLOW/SKIP thresholds chosen from the fit's own out-of-fold scores, and ``trained``: what it was trained on;
+* ``pilot/3`` (a kind's default, written by ``make held-out`` where the kind earns one): the same file, fitted on
+  every development agent of one kind as the average of the model families (docs/signal.md, "A default pilot per
+  kind"), so its text weights come in more than one block, one per way of counting (``more_text``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ __all__ = [
     "MODEL_FORMAT",
     "PILOT_NAME",
     "PILOT_V2",
+    "PILOT_V3",
     "SIGNED_FEATURES",
     "PilotModel",
     "TextWeights",
@@ -39,14 +43,17 @@ __all__ = [
 PILOT_NAME = "pilot/1"
 #: ``rb.scorer`` of a model fitted by ``rb-otel train``.
 PILOT_V2 = "pilot/2"
-#: The ``format`` of a pilot/2 file.
+#: ``rb.scorer`` of a kind's default fitted on several agents of that kind (:data:`DEFAULT_FOR_KIND`).
+PILOT_V3 = "pilot/3"
+#: The ``format`` of a pilot/2 or pilot/3 file.
 MODEL_FORMAT = "rb-otel pilot model/2"
 
 #: The model ``scorer="pilot"`` uses for each kind of agent (:mod:`rb_otel.steering.pilot.kinds`), a file of this
 #: package. A kind gets its own pilot/3 only when, held out agent by agent within the kind, it beats every size
 #: baseline oriented on the training agents at step 10 by 0.05 on the median agent and is below none with 100 runs
-#: or more (docs/signal.md, "A default pilot per kind"); until then the kind keeps pilot/1.
-DEFAULT_FOR_KIND: Mapping[str, str] = {CODING: "pilot_weights.json", CUSTOMER_SERVICE: "pilot_weights.json"}
+#: or more (docs/signal.md, "A default pilot per kind"); until then the kind keeps pilot/1. Measured this round:
+#: coding earns its pilot/3, customer service keeps pilot/1.
+DEFAULT_FOR_KIND: Mapping[str, str] = {CODING: "pilot3_coding.json", CUSTOMER_SERVICE: "pilot_weights.json"}
 _SHIPPED = "pilot_weights.json"
 
 #: The shipped model's inputs, in order. Each is computed from the run's steps so far and the agent's baseline.
@@ -115,6 +122,8 @@ class PilotModel:
     version: str = PILOT_NAME
     features: tuple[str, ...] = FEATURES_V1
     text: TextWeights | None = None
+    #: Further text blocks, each with its own ``value`` (an average of families counts tokens both ways).
+    more_text: tuple[TextWeights, ...] = ()
     trained: Mapping[str, Any] = field(default_factory=dict)
     skip: Mapping[str, float] = field(default_factory=dict)
 
@@ -124,6 +133,11 @@ class PilotModel:
         unknown = [f for f in self.features if f not in FEATURES]
         if unknown:
             raise ValueError(f"unknown feature(s) {', '.join(unknown)}")
+
+    @property
+    def text_blocks(self) -> tuple[TextWeights, ...]:
+        """Every block of text weights: ``text`` (when there is one), then ``more_text``. The logit adds them all."""
+        return (*(() if self.text is None else (self.text,)), *self.more_text)
 
     @property
     def columns(self) -> tuple[int, ...]:
@@ -142,6 +156,9 @@ class PilotModel:
             if missing:
                 raise ValueError(f"missing weight(s) {', '.join(missing)}")
             text = weights.get("text") if version != PILOT_NAME else None
+            more_text = weights.get("more_text", []) if version != PILOT_NAME else []
+            if not isinstance(more_text, list):
+                raise ValueError("more_text is not a list of text blocks")
             return cls(
                 intercept=float(data["intercept"]),
                 weights=tuple(float(dense[f]) for f in features),
@@ -150,6 +167,7 @@ class PilotModel:
                 version=version,
                 features=features,
                 text=None if text is None else _text_weights(text),
+                more_text=tuple(_text_weights(block) for block in more_text),
                 trained=dict(data.get("trained", {})),
                 skip={k: float(v) for k, v in data.get("skip", {}).items()},
             )
@@ -194,6 +212,8 @@ class PilotModel:
         out["features"] = list(self.features)
         out["intercept"] = round(self.intercept, 9)
         out["weights"] = {"dense": dense, **({"text": self.text.as_dict()} if self.text else {})}
+        if self.more_text:
+            out["weights"]["more_text"] = [block.as_dict() for block in self.more_text]
         out["prior"] = {k: round(v, 6) for k, v in self.prior.items()}
         out["fsm"] = dict(self.fsm)
         out["skip"] = dict(self.skip)

@@ -126,8 +126,7 @@ class PilotRun:
         self._window: deque[float] = deque(maxlen=max(self._windows))
         self._peaks = [0.0, 0.0]
         self._progress = ProgressTracker()
-        text = model.text
-        self._text = None if text is None else TextScore(text.weights, text.bits, text.value)
+        self._text = tuple(TextScore(block.weights, block.bits, block.value) for block in model.text_blocks)
 
     @property
     def baseline(self) -> AgentBaseline:
@@ -222,12 +221,13 @@ class PilotRun:
         ]
 
     def score(self, step: ScorerStep) -> float:
-        if self._text is None:
+        if not self._text:
             value = sigmoid(self._model.logit(self._fold_relative(step)))
         else:
             view = self.observe(step)
-            self._text.add(view.tokens)
-            value = sigmoid(self._model.logit(view.features, self._text.value))
+            for block in self._text:
+                block.add(view.tokens)
+            value = sigmoid(self._model.logit(view.features, sum(block.value for block in self._text)))
         self._last = value
         window = self._window
         window.append(value)

@@ -47,7 +47,8 @@ def main() -> int:
         run.finish()
     warm = per_step[len(per_step) // 10 :]
     median, p90 = statistics.median(warm), statistics.quantiles(warm, n=10)[-1]
-    print(f"{scorer.name_for(args.kind)} score(): median {median:.1f} µs/step, p90 {p90:.1f} µs/step ({len(warm)} warm runs of 100 steps)")
+    name = scorer.name_for(args.kind)
+    print(f"{name} score(): median {median:.1f} µs/step, p90 {p90:.1f} µs/step ({len(warm)} warm runs of 100 steps)")
     return 0
 
 

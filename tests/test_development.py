@@ -243,6 +243,31 @@ def test_every_development_source_is_read_by_kind_with_nothing_kept_apart() -> N
     assert "tau2 llm_agent|grok-3" in judged and "whissle|whissle" in judged
 
 
+@pytest.mark.heavy  # reads the coding sources and fits six families on 2,191 runs (about a minute)
+def test_the_shipped_coding_pilot3_is_the_average_fitted_on_every_development_coding_run() -> None:
+    """``pilot3_coding.json`` is what ``make held-out`` writes: the average of the families fitted on every coding
+    run of the data root (agents weighted alike), and its fingerprint names exactly those runs."""
+    from rb_otel.steering.pilot.fingerprint import FitFingerprint
+    from rb_otel.steering.pilot.model import PILOT_V3, PilotModel
+
+    signal_source("msa2_deepseek_verified")  # skips with the reason where there is no data root
+    runs = read_kind("coding").runs
+    shipped = PilotModel.default_for("coding")
+    assert shipped.version == PILOT_V3
+    assert shipped.trained["fingerprint"] == FitFingerprint.of((r.run_id, r.task_keys) for r in runs).as_dict()
+    prior = prior_of(runs)
+    assert shipped.prior == pytest.approx({k: round(v, 6) for k, v in prior.items()})
+    data = extract(runs, prior)
+    data.run_weight = agent_balanced(runs, agent_unit)
+    fitted = fit_candidate(data, range(len(runs)), AVERAGE)
+    assert shipped.intercept == pytest.approx(fitted.intercept, abs=1e-6)
+    assert shipped.weights == pytest.approx(tuple(fitted.dense), abs=1e-6)
+    blocks = {b.value: dict(b.weights) for b in shipped.text_blocks}
+    assert set(blocks) == {v for v, weights in fitted.text.items() if weights} == {"log", "tf"}
+    for value, weights in blocks.items():
+        assert weights == pytest.approx(fitted.text[value], abs=1e-6)
+
+
 def test_writing_the_patch_out_is_not_a_change_of_the_workspace() -> None:
     assert written_paths("bash", "cd /testbed && git diff src/x.py > patch.txt && cat patch.txt") == (set(), set())
     steps = [_bash("sed -i 's/a/b/' src/x.py"), _bash("pytest"), _bash("ls"), _bash("git diff > patch.txt")]

@@ -20,7 +20,7 @@ import numpy as np
 from rb_otel.datasets import data_root, source_folder
 from rb_otel.steering.pilot.fingerprint import FitFingerprint
 from rb_otel.steering.pilot.kinds import CODING, CUSTOMER_SERVICE
-from rb_otel.steering.pilot.model import FEATURES, PILOT_V3, PilotModel
+from rb_otel.steering.pilot.model import PILOT_V3, PilotModel
 from rb_otel.training.cv import grouped_folds, out_of_fold
 from rb_otel.training.dataset import Dataset, LabelledRun, agent_unit, grouped, read_dataset
 from rb_otel.training.features import agent_balanced, extract, prior_of
@@ -128,7 +128,7 @@ def default_model(
     task-grouped out-of-fold scores, and SKIP on only where it held on every held-out agent that can judge it
     (the relative rule, as ``rb-otel train`` writes it; off otherwise). Whether it may *be* the kind's default is
     :func:`default_decision`'s to say."""
-    from rb_otel.training.train_model import text_blocks
+    from rb_otel.training.train_model import model_of
 
     refuse_kept_apart(runs)
     runs = list(runs)
@@ -149,7 +149,6 @@ def default_model(
     if relative is not None:
         fsm = {**fsm, "skip_quantile": relative[0], "skip_window": float(relative[1])}
     ships, why = default_decision(report)
-    blocks = text_blocks(fitted)
     failed = sum(r.failed for r in runs)
     trained = {
         "kind": kind,
@@ -164,20 +163,5 @@ def default_model(
         "default": {"ships": ships, "why": why},
         "fingerprint": FitFingerprint.of((r.run_id, r.task_keys) for r in runs).as_dict(),
     }
-    return PilotModel(
-        intercept=fitted.intercept,
-        weights=tuple(float(w) for w in fitted.dense),
-        prior=prior,
-        fsm=fsm,
-        version=PILOT_V3,
-        features=FEATURES,
-        text=blocks[0] if blocks else None,
-        more_text=blocks[1:],
-        trained=trained,
-        skip={
-            "max_false_stops": max_false_stops,
-            "threshold": fsm["skip_threshold"],
-            "window": fsm["skip_window"],
-            "on": float(relative is not None),
-        },
-    )
+    return model_of(fitted, prior, fsm, PILOT_V3, trained, skip_on=relative is not None,
+                    max_false_stops=max_false_stops)  # fmt: skip

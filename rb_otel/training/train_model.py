@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -340,7 +341,6 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
     report: TrainingReport,
     max_false_stops: float,
 ) -> PilotModel:
-    blocks = text_blocks(fitted)
     failed = sum(r.failed for r in runs)
     trained = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -368,12 +368,29 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
         # which runs (and tasks) the fit saw, hashed: evaluate --pilot-model labels its figures on them in-sample
         "fingerprint": FitFingerprint.of((r.run_id, r.task_keys) for r in runs).as_dict(),
     }
+    # skip_on 0.0: SKIP off (no threshold held the bound usefully)
+    return model_of(fitted, prior, fsm, PILOT_V2, trained, skip_on=report.skip_on, max_false_stops=max_false_stops)
+
+
+def model_of(
+    fitted: Fitted,
+    prior: dict[str, float],
+    fsm: dict[str, float],
+    version: str,
+    trained: dict[str, Any],
+    *,
+    skip_on: bool,
+    max_false_stops: float,
+) -> PilotModel:
+    """The model file of ``fitted``: its weights and text blocks (:func:`text_blocks`), with the prior, the FSM
+    preset, what it was trained on and whether SKIP is on."""
+    blocks = text_blocks(fitted)
     return PilotModel(
         intercept=fitted.intercept,
         weights=tuple(float(w) for w in fitted.dense),
         prior=prior,
         fsm=fsm,
-        version=PILOT_V2,
+        version=version,
         features=FEATURES,
         text=blocks[0] if blocks else None,
         more_text=blocks[1:],
@@ -382,7 +399,7 @@ def _model(  # noqa: PLR0917 - what the model file records, each from its own st
             "max_false_stops": max_false_stops,
             "threshold": fsm["skip_threshold"],
             "window": fsm["skip_window"],
-            "on": float(report.skip_on),  # 0.0: SKIP off (no threshold held the bound usefully)
+            "on": float(skip_on),
         },
     )
 

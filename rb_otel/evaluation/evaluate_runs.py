@@ -1,13 +1,14 @@
 """``rb-otel evaluate``: would steering have flagged these failures? Replays labelled runs and measures it.
 
 ``evaluate(paths, labels=None, scorer="pilot")`` replays every run (one scorer for all of them, so the pilot's
-per-agent baselines learn in file order, as they would live; ``pilot_model=`` scores with a fitted pilot/2),
-then reports, each signal once, its AUROC for failure with a 95% interval (bootstrap over task groups when a
-group has several runs) beside the trivial baselines (the run's characters and steps); **early warning** at
-steps 5, 10 and 20 beside the baselines a live run has from the same first k steps, over the runs still going
-(:mod:`rb_otel.evaluation.early`: one definition everywhere); **stopping** at the first SKIP and at the first
-SLOW (false stops, failing runs stopped, steps and tokens saved); the per-agent baselines each run was scored
-against; the states reached per outcome; and calibration of the run risk.
+per-agent baselines learn in file order, as they would live; ``pilot_model=`` scores with a fitted pilot/2;
+reading and replaying: :mod:`~rb_otel.evaluation.labelled_runs`), then reports, each signal once, its AUROC for
+failure with a 95% interval (bootstrap over task groups when a group has several runs) beside the trivial
+baselines (the run's characters and steps); **early warning** at steps 5, 10 and 20 beside the baselines a live
+run has from the same first k steps, over the runs still going (:mod:`rb_otel.evaluation.early`: one definition
+everywhere); **stopping** at the first SKIP and at the first SLOW (false stops, failing runs stopped, steps and
+tokens saved); the per-agent baselines each run was scored against; the states reached per outcome; and
+calibration of the run risk.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.analysis.fleet import FleetFilter
-from rb_otel.analysis.imported import read_from_source, source_runs
+from rb_otel.analysis.imported import read_from_source
 from rb_otel.backends.pilot import PilotScorer
-from rb_otel.evaluation.caveats import LABELS_HINT, fit_caveat, outcome_caveats
+from rb_otel.evaluation.caveats import fit_caveat, outcome_caveats
 from rb_otel.evaluation.early import (
     EARLY_STEPS,
     EarlyRow,
@@ -35,23 +36,15 @@ from rb_otel.evaluation.early import (
     stop_line,
     stopping,
 )
+from rb_otel.evaluation.labelled_runs import EvaluationError, keep_labelled, replay_files, replay_trace_source
 from rb_otel.evaluation.metrics import auroc, auroc_interval, calibration_bins
-from rb_otel.importers.detect import NotRuns, input_files, no_runs
-from rb_otel.importers.labels import Labels, load_labels
+from rb_otel.importers.labels import Labels, failed_of, load_labels
 from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
-from rb_otel.importers.reading import SeenRuns, not_runs_problem
-from rb_otel.importers.replay import replay, replay_runs
 from rb_otel.steering.pilot.fingerprint import FitFingerprint, task_keys
 from rb_otel.steering.scoring import Scorer, resolve_scorer
-from rb_otel.telemetry.silent import silent_providers
 from rb_otel.types import FSMState
-from rb_otel.urls import display_url
 
 __all__ = ["EARLY_STEPS", "Evaluation", "EvaluationError", "RunOutcome", "Signal", "evaluate", "print_progress"]
-
-
-class EvaluationError(ValueError):
-    """The inputs cannot be evaluated (no outcomes, labels matching nothing); the message says what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,14 +196,6 @@ class Evaluation:
         return lines
 
 
-def _failed(outcome: str) -> bool | None:
-    if outcome == "success":
-        return False
-    if outcome.startswith("failure"):
-        return True
-    return None  # unlabelled, unfinished, stopped by rb-otel
-
-
 def _outcome(result: ReplayResult) -> RunOutcome:
     scored = [(i, e) for i, e in enumerate(result.steps) if e.difficulty is not None]
     chars, prompt = result.prefix_chars, result.prefix_prompt_tokens
@@ -219,7 +204,7 @@ def _outcome(result: ReplayResult) -> RunOutcome:
         source=result.source,
         agent=result.agent_key or f"{result.agent_name}|{result.model}",
         task=result.task_id or result.run_id,
-        failed=bool(_failed(result.outcome)),
+        failed=bool(failed_of(result.outcome)),
         steps=result.step_count,
         chars=result.chars,
         scores=tuple(e.difficulty for _, e in scored if e.difficulty is not None),
@@ -279,10 +264,10 @@ def evaluate(
         if isinstance(shared, PilotScorer) and scorer == "pilot":
             shared = PilotScorer(baselines="memory://")  # measuring: baselines learned here, in file order
     if read_from_source(paths, where, engine):
-        results = _replay_source(paths, where, engine, scorer=shared, outcomes=outcomes, progress=progress)
+        results = replay_trace_source(paths, where, engine, scorer=shared, outcomes=outcomes, progress=progress)
     else:
-        results = _replay_all(paths, shared, outcomes, format, progress)
-    labelled = _labelled(results.results, outcomes, paths)
+        results = replay_files(paths, shared, outcomes, format, progress)
+    labelled = keep_labelled(results.results, outcomes, paths)
     runs = [_outcome(r) for r in labelled]
     unlabelled = len(results.results) - len(labelled)
     if pilot_model is None or not isinstance(shared, PilotScorer):
@@ -340,95 +325,6 @@ def _split_by_fit(
     if caveat is not None:
         evaluation.caveats.insert(0, caveat)
     return evaluation
-
-
-@dataclass(slots=True)
-class _Replayed:
-    results: list[ReplayResult]
-    problems: list[ImportProblem]
-
-
-def _replay_all(
-    paths: Sequence[str | Path],
-    scorer: Scorer,
-    outcomes: Labels | None,
-    format: str,
-    progress: Callable[[str, int], None] | None,
-) -> _Replayed:
-    results: list[ReplayResult] = []
-    problems: list[ImportProblem] = []
-    passed_over: list[Path] = []
-    seen = SeenRuns()  # one read: a run saved in two files is replayed once
-    tracer_provider, meter_provider = silent_providers()  # measuring only: nothing is exported
-    for path, in_directory in input_files(paths, passed_over):
-        try:
-            found = replay(
-                path,
-                format=format,
-                scorer=scorer,
-                labels=outcomes,
-                tracer_provider=tracer_provider,
-                meter_provider=meter_provider,
-                seen=seen,
-            )
-        except NotRuns:
-            if not in_directory:
-                raise
-            passed_over.append(path)
-            continue
-        except RecordError as exc:
-            if not in_directory:
-                raise
-            problems.append(ImportProblem(exc.path, exc.where, exc.problem))  # e.g. a labels file among the runs
-            found = []
-        results += found
-        problems += [p for p in (found[0].problems if found else []) if p not in problems]
-        if progress is not None:
-            progress(str(path), len(results))
-    if (line := not_runs_problem(", ".join(map(str, paths)), passed_over)) is not None:
-        problems.append(line)
-    if not results:
-        raise EvaluationError(no_runs(paths, problems))
-    return _Replayed(results, problems)
-
-
-def _replay_source(
-    paths: Sequence[str | Path],
-    where: FleetFilter | None,
-    engine: str,
-    *,
-    scorer: Scorer,
-    outcomes: Labels | None,
-    progress: Callable[[str, int], None] | None,
-) -> _Replayed:
-    found = source_runs(paths, where, engine=engine)
-    tracer_provider, meter_provider = silent_providers()  # measuring only: nothing is exported
-    results = replay_runs(found.runs, identity=found.shown, scorer=scorer, labels=outcomes,
-                          tracer_provider=tracer_provider, meter_provider=meter_provider)  # fmt: skip
-    if progress is not None:
-        progress(found.shown, len(results))
-    if not results:
-        raise EvaluationError(f"no runs found in {found.shown} under the filters given")
-    return _Replayed(results, found.problems)
-
-
-def _labelled(results: list[ReplayResult], outcomes: Labels | None, paths: Sequence[str | Path]) -> list[ReplayResult]:
-    if outcomes is not None:
-        matched = [r for r in results if outcomes.outcome_of(r.run_id) is not None]
-        if not matched:
-            ours = ", ".join(r.run_id for r in results[:3])
-            theirs = ", ".join(list(outcomes)[:3])
-            raise EvaluationError(
-                f"{outcomes.path}: the labels match no run; runs look like: {ours}; labels look like: {theirs}"
-            )
-    labelled = [r for r in results if _failed(r.outcome) is not None]
-    if not labelled:
-        raise EvaluationError(
-            f"{', '.join(map(display_url, paths))}: none of the {len(results)} runs carries an outcome (a harness's "
-            f"exit status, SWE-agent's 'submitted' say, tells how the agent stopped, not whether it succeeded); "
-            f"pass {LABELS_HINT}"
-        )
-    return labelled
 
 
 def _signals(runs: list[RunOutcome]) -> list[Signal]:

@@ -19,9 +19,19 @@ from rb_otel.importers.formats.records import load_json
 from rb_otel.importers.formats.swebench import run_statuses
 from rb_otel.importers.model import RecordError
 
-__all__ = ["Labels", "load_labels"]
+__all__ = ["Labels", "failed_of", "load_labels"]
 
 _FAILED_LISTS = ("unresolved", "unresolved_ids", "error", "error_ids", "empty_patch", "empty_patch_ids")
+
+
+def failed_of(outcome: str) -> bool | None:
+    """What a run's outcome says of it: ``False`` for ``success``, ``True`` for a failure (``failure`` or
+    ``failure: ...``), ``None`` for anything else (unlabelled, unfinished, a run rb-otel stopped: not known)."""
+    if outcome == "success":
+        return False
+    if outcome.startswith("failure"):
+        return True
+    return None
 
 
 class Labels(Mapping[str, bool]):

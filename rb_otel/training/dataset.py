@@ -24,7 +24,7 @@ from pathlib import Path
 from rb_otel.analysis.fleet import FleetFilter
 from rb_otel.analysis.imported import read_from_source, source_runs
 from rb_otel.importers.detect import FORMATS, NotRuns, detect, input_files
-from rb_otel.importers.labels import Labels, load_labels
+from rb_otel.importers.labels import Labels, failed_of, load_labels  # failed_of: still importable from here
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.importers.reading import SeenRuns, not_runs_problem
 from rb_otel.importers.replay import READERS
@@ -79,16 +79,6 @@ class Dataset:
     unlabelled: int = 0
     files: int = 0
     not_runs: int = 0  # files in the directories read that hold no runs (reports, configs, ...), passed over
-
-
-def failed_of(outcome: str) -> bool | None:
-    """``False`` for ``success``, ``True`` for a failure, ``None`` for anything else (unlabelled, unfinished, a run
-    rb-otel stopped: its outcome is not known)."""
-    if outcome == "success":
-        return False
-    if outcome.startswith("failure"):
-        return True
-    return None
 
 
 def read_dataset(

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rb_otel.datasets import data_root, source_folder
 from rb_otel.steering.pilot.fingerprint import FitFingerprint
 from rb_otel.steering.pilot.kinds import CODING, CUSTOMER_SERVICE
@@ -138,8 +136,7 @@ def default_model(
     every = list(range(len(runs)))
     fitted = fit_candidate(data, every, AVERAGE)
     folds = grouped_folds([r.group for r in runs], 5, seed)
-    logits = out_of_fold(data, every, folds, AVERAGE)
-    probabilities = [(1.0 / (1.0 + np.exp(-logits[data.run == i]))).tolist() for i in every]
+    probabilities = data.probabilities(out_of_fold(data, every, folds, AVERAGE))
     successful = [p for p, r in zip(probabilities, runs, strict=True) if not r.failed]
     failing = [p for p, r in zip(probabilities, runs, strict=True) if r.failed]
     fsm = choose_fsm(successful, probabilities, max_false_stops=max_false_stops, failing=failing, z=None)

@@ -50,6 +50,11 @@ class PrefixData:
         """A mask of the rows of the runs ``runs``."""
         return np.isin(self.run, np.asarray(runs, dtype=np.int64))
 
+    def probabilities(self, logits: NDArray[np.float64]) -> list[list[float]]:
+        """Each run's probabilities, step by step, from one logit per row (a fit's, or out-of-fold ones)."""
+        p = 1.0 / (1.0 + np.exp(-logits))
+        return [p[self.run == i].tolist() for i in range(len(self.runs))]
+
     def text(self, bits: int, value: str) -> Any:
         """The text matrix (scipy CSR, rows x 2**bits) for this hashing and value, built once."""
         key = (bits, value)

@@ -42,7 +42,7 @@ from rb_otel.steering.pilot.kinds import infer_agent_kind
 from rb_otel.training.converged import tokens_after_last_change  # (its home now; still importable from here)
 from rb_otel.training.cv import grouped_folds, out_of_fold, select, select_for_transfer
 from rb_otel.training.dataset import LabelledRun, agent_unit
-from rb_otel.training.features import PrefixData, agent_balanced, extract, prior_of
+from rb_otel.training.features import agent_balanced, extract, prior_of
 from rb_otel.training.fit import AVERAGE, Candidate, fit_candidate
 from rb_otel.training.held_out_figures import (
     EARLY_STEP,
@@ -77,15 +77,6 @@ def agent_kind(runs: Sequence[LabelledRun]) -> str:
     """The kind of agent ``runs`` come from (:mod:`rb_otel.steering.pilot.kinds`): coding when the tools its runs
     called include a shell or a file editor, else customer service. Label-free: what the agent did."""
     return infer_agent_kind({s.action for r in runs for s in r.steps if s.action})
-
-
-def _sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:
-    return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
-
-
-def _per_run(data: PrefixData, logits: NDArray[np.float64]) -> list[list[float]]:
-    p = _sigmoid(logits)
-    return [p[data.run == i].tolist() for i in range(len(data.runs))]
 
 
 def _written(run: LabelledRun) -> list[int]:
@@ -174,17 +165,16 @@ def held_out_agent(
     data = extract(train, prior)
     data.run_weight = agent_balanced(train, agent_unit)
     every = list(range(len(train)))
-    inner = _inner_folds(train, seed)
     units = [agent_unit(r) for r in train]
     if len(set(units)) >= 2 and family is not None:
         candidate = family
     elif len(set(units)) >= 2:
-        candidate, _ = select_for_transfer(data, every, units, inner, fit=fit)
+        candidate, _ = select_for_transfer(data, every, units, _inner_folds(train, seed), fit=fit)
     else:
-        candidate, _ = select(data, every, folds=inner, fit=fit)
+        candidate, _ = select(data, every, folds=_inner_folds(train, seed), fit=fit)
     model = fit(data, every, candidate)
     folds = grouped_folds([r.group for r in train], _THRESHOLD_FOLDS, seed)
-    oof = _per_run(data, out_of_fold(data, every, folds, candidate, fit=fit))
+    oof = data.probabilities(out_of_fold(data, every, folds, candidate, fit=fit))
     fsm = choose_fsm(
         [p for p, r in zip(oof, train, strict=True) if not r.failed],
         oof,
@@ -193,7 +183,7 @@ def held_out_agent(
     )
     relative = choose_relative_skip(train, oof, fsm, max_false_stops, unit=agent_unit, min_successful=MIN_SUCCESSFUL)
     scored = extract(held, prior)  # the live view: each run through PilotRun, the agent's baseline label-free
-    probabilities = _per_run(scored, model.logits(scored))
+    probabilities = scored.probabilities(model.logits(scored))
     if relative is None:
         stops: list[int | None] = [None] * len(held)
     else:

@@ -157,7 +157,7 @@ def train_dataset(
     report.check(early_step([len(r.steps) for r in runs]), fitted.constant)
     if report.permutation is None:
         report.warnings.append("no test against chance was run (permutations=0): the fit cannot be trusted")
-    probabilities = _per_run(data, oof.logits)
+    probabilities = data.probabilities(oof.logits)
     several = len({agent_unit(r) for r in runs}) >= 2
     if held_out_agents and several:
         agents = len({agent_unit(r) for r in runs})
@@ -221,15 +221,6 @@ def _checked_runs(dataset: Dataset, paths: Sequence[str | Path]) -> list[Labelle
     return runs
 
 
-def _sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:
-    return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
-
-
-def _per_run(data: PrefixData, logits: NDArray[np.float64]) -> list[list[float]]:
-    p = _sigmoid(logits)
-    return [p[data.run == i].tolist() for i in range(len(data.runs))]
-
-
 def _traces(
     runs: Sequence[LabelledRun], scores: Sequence[Sequence[float]], states: Sequence[Sequence[str]]
 ) -> list[RunTrace]:
@@ -244,7 +235,7 @@ def _report(
     data: PrefixData, oof: OutOfFold, dataset: Dataset, *, folds: int, max_false_stops: float
 ) -> TrainingReport:
     runs = data.runs
-    probabilities = _per_run(data, oof.logits)
+    probabilities = data.probabilities(oof.logits)
     strictness, states = holding_bound(runs, probabilities, oof.folds, max_false_stops)
     traces = _traces(runs, probabilities, states)
     y = [r.failed for r in runs]

@@ -1,19 +1,30 @@
-# rb-otel developer commands. Every target sets itself up (a .venv with the package and its dev extras).
+# rb-otel developer commands. Every target sets itself up in one .venv: `make demo` (and `make data`) with what
+# they need (the package and its [demo] extra), the rest with the test and tool stack as well (the [dev] extra).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rb-otel-installed
+DEMO_STAMP := $(VENV)/.rb-otel-demo-installed
 
 .PHONY: data readme-image docs mutate pilot1-weights train-pilot half-split held-out demo test lint typecheck unit bench bench-floors bench-scale bench-growth bench-memory chaos profile wheel clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# the package and what the demo needs (a venv of about 210 MB)
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[demo]"
+	@touch $(DEMO_STAMP)
+
+# the package and everything the tests, the docs and the tools need (a venv of about 2.1 GB)
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	@touch $(STAMP)
 
 ## demo: run the scripted agents through the real pipeline; writes out/traces.jsonl, out/metrics.jsonl, out/report.html
-demo: $(STAMP)
+## (then `.venv/bin/rb-otel`, or `. .venv/bin/activate` to have `rb-otel` on the PATH)
+demo: $(DEMO_STAMP)
 	$(BIN)/rb-otel demo --out out --experiment 24
 
 ## readme-image: the pictures of the page in README.md (docs/images/demo-report.png) and docs/report.md
@@ -42,7 +53,7 @@ test: lint typecheck docs unit
 
 ## data: fetch the development records (other projects' published runs) from their pinned origins into data/,
 ## each file checked against rb_otel/datasets/manifest.json; resumable (docs/development.md, "Development records")
-data: $(STAMP)
+data: $(DEMO_STAMP)
 	$(BIN)/python -m rb_otel.datasets fetch
 
 ## docs: the documentation site (mkdocs, strict: a broken link or anchor fails) -> site/
@@ -58,12 +69,16 @@ typecheck: $(STAMP)
 
 # The suite in 4 workers (most tests wait on processes and servers, so more workers than cores pays), then, one
 # at a time, the tests that assert a time bound (marked `serial`) and those that bring their own processes
-# (marked `heavy`). pytest exits 5 when it collects no test; that is reported, not hidden as a pass.
+# (marked `heavy`). The second phase runs whatever the first gave, so one run shows every failure; the target
+# fails at the end if either phase did. pytest exits 5 when it collects no test; that is reported, not hidden as a
+# pass.
 unit: $(STAMP)
-	@$(BIN)/python -m pytest -n 4 -m "not serial and not heavy"; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; [ $$rc -eq 0 ] || exit $$rc; \
-	$(BIN)/python -m pytest -m "serial or heavy"; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no serial or heavy tests"; fi; exit $$rc
+	@$(BIN)/python -m pytest -n 4 -m "not serial and not heavy"; parallel=$$?; \
+	if [ $$parallel -eq 5 ]; then echo "pytest collected no tests"; fi; \
+	$(BIN)/python -m pytest -m "serial or heavy"; alone=$$?; \
+	if [ $$alone -eq 5 ]; then echo "pytest collected no serial or heavy tests"; fi; \
+	echo "unit: parallel phase exit $$parallel, serial and heavy phase exit $$alone"; \
+	if [ $$parallel -ne 0 ]; then exit $$parallel; fi; exit $$alone
 
 ## pilot1-weights: reproduce the shipped pilot/1 weights from the development records (research/pilot1_weights.py); writes
 ## rb_otel/steering/pilot/pilot_weights.json and research/pilot_report.json (out-of-sample figures). Your own pilot: rb-otel train
@@ -77,11 +92,12 @@ train-pilot: pilot1-weights  # the previous name of pilot1-weights
 half-split: $(STAMP)
 	$(BIN)/python research/half_split.py --json research/half_split_report.json
 
-## held-out: docs/signal.md's headline: every development agent held out in turn within its kind (customer service,
-## coding), fitted on the others of its kind, scored live; the default-pilot decision (a kind that earns one gets its
-## pilot/3, rb_otel/steering/pilot/pilot3_<kind>.json) and the converged coding runs; writes
-## research/leave_one_agent_out_report.json (about 10 minutes on two cores; the data root: make data)
+## held-out: docs/signal.md's cold start: every development harness left out in turn within its kind, the floor per
+## left-out agent and the kinds' agent-relative size defaults (rb_otel/steering/pilot/pilot_size_<kind>.json), then
+## every agent held out within its kind and the converged coding runs; writes research/leave_one_harness_out_report.json
+## and research/leave_one_agent_out_report.json (about 30 minutes on two cores; the data root: make data)
 held-out: $(STAMP)
+	cd research && ../$(BIN)/python leave_one_harness_out.py --json leave_one_harness_out_report.json --write-size-models
 	cd research && ../$(BIN)/python leave_one_agent_out.py --json leave_one_agent_out_report.json
 
 ## mutate: mutation testing (mutmut) of redaction, the FSM, the heuristic and the new importers; docs/mutation.md has the score
@@ -123,9 +139,18 @@ bench-memory: $(STAMP)
 
 ## chaos: 50 worker processes under faults (kill -9, rolling SIGTERM, the Collector away 5/30/120 s, Redis restarted,
 ## full disks, 503 then 429), what arrived counted against docs/failure-handling.md's promises (about 10 minutes; root;
-## CHAOS_ARGS="--json FILE --keep" to keep the figures and the ledgers)
+## CHAOS_ARGS="--json FILE --keep" to keep the figures and the ledgers, "--collector otelcol-rb --spool" for otelcol-rb)
 chaos: $(STAMP)
 	$(BIN)/python benchmarks/chaos.py $(CHAOS_ARGS)
+
+## collector / jaeger: build otelcol-rb (rb-otel's Collector distribution, collector/otelcol-rb.builder.yaml) or Jaeger v2
+## (collector/jaeger/go.mod) from source into ~/.cache/rb-otel/bin; needs Go; rebuilt only when its module changes;
+## the last line printed is the binary's path (docs/operators.md)
+.PHONY: collector jaeger
+collector:
+	@collector/build.sh otelcol-rb
+jaeger:
+	@collector/build.sh jaeger
 
 ## profile: py-spy flame graph and summary of the hot path -> benchmarks/profiles/
 profile: $(STAMP)

@@ -12,6 +12,13 @@ or it breaks the promise:
 * ``the Collector's memory``: the Collector had accepted it and was stopped while its backend refused (rotel holds
   refused batches in memory: it keeps no persistent queue).
 
+With otelcol-rb (``collector/otelcol-persistent-queue.yaml``: the exporter's queue on disk) the third is no excuse,
+and with the export spool (``spool=True``) the second is allowed only as ``SIGTERM during an export try``: a try of
+the OTLP exporter was in progress when the signal came (its ledger's ``try`` line without a ``tried`` line before
+the signal), and the spool cannot save what waits behind a try (docs/failure-handling.md, "The export spool"). A
+span still in the spool when the count is made (the drain could not send it) is ``kept in the spool``: not arrived,
+not lost.
+
 Anything else is counted as ``unexplained`` and fails the promise. Spans that rb-otel had not yet handed to the
 SDK when the process died are counted too: a run's ended spans are its ``call`` lines (and its end) or its
 ``span`` lines, whichever are more.
@@ -41,6 +48,7 @@ COLLECTOR_BACKOFF_S = 5.0 + 0.2
 #: The agents may be this much slower while the Collector is away (issue 54), median run time.
 OVERHEAD_BOUND = 1.10
 
+#: The promise per fault kind, with rotel in front of the fleet and no spool (see :func:`promises`).
 PROMISES = {
     "kill": "each killed worker's run in flight; spans ended in the 5.2 s before the kill",
     "sigterm": "nothing: runs in flight end (`failure: SIGTERM`) and arrive; exit within 6 s",
@@ -52,6 +60,21 @@ PROMISES = {
     "together": "what each fault allows, and: a SIGTERM while the Collector is away loses that worker's queue; "
     "the Collector stopped while its backend refuses loses what it held",
 }
+
+
+def promises(collector: str = "rotel", spool: bool = False) -> dict[str, str]:
+    """The promise per fault kind for a fleet behind ``collector`` (``rotel`` or ``otelcol-rb``), with or without
+    the export spool."""
+    out = dict(PROMISES)
+    if collector == "otelcol-rb":
+        out["collector"] = "nothing (kill -9: the queue is on disk); agents at most 10% slower"
+    sigterm = "loses what waited behind an export try in progress" if spool else "loses that worker's queue"
+    stopped = "loses nothing (its queue is on disk)" if collector == "otelcol-rb" else "loses what it held"
+    out["together"] = (
+        f"what each fault allows, and: a SIGTERM while the Collector is away {sigterm}; "
+        f"the Collector stopped while its backend refuses {stopped}"
+    )
+    return out
 
 
 @dataclass
@@ -79,6 +102,11 @@ class Proc:
     runs: list[Run] = field(default_factory=list)
     sigterm_seen: bool = False
     exited_clean: bool = False
+    tries: list[tuple[float, float]] = field(default_factory=list)  # the OTLP exporter's tries (an open one: inf)
+
+    def trying_at(self, t: float) -> bool:
+        """Whether a try of the OTLP exporter was in progress at ``t``."""
+        return any(start <= t < end for start, end in self.tries)
 
 
 @dataclass
@@ -95,6 +123,7 @@ class Tally:
     spans_arrived: int = 0
     lost: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     duplicates: int = 0
+    kept_in_spool: int = 0  # ended, not arrived, still in the export spool: not lost
     recover_s: float | None = None
     overhead: float | None = None
     cpu_overhead: float | None = None
@@ -107,6 +136,18 @@ class Tally:
     @property
     def held(self) -> bool:
         return not self.problems
+
+
+def _spool_spans(folder: Path) -> set[str]:
+    """The span ids (hex) of what the export spool still holds: its files, claimed or not (never a ``.tmp``)."""
+    from rb_otel.telemetry.otlp_json_spans import spans_of_lines
+
+    ids: set[str] = set()
+    for path in folder.glob("spans-*.json*") if folder.is_dir() else []:
+        if path.name.endswith((".tmp", ".corrupt")):
+            continue
+        ids.update(format(s.context.span_id, "016x") for s in spans_of_lines(path.read_text(encoding="utf-8")))
+    return ids
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -124,6 +165,9 @@ class Count:
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
+        self.persists = fleet.collector_kind == "otelcol-rb"  # the Collector's queue is on disk
+        self.spooled = fleet.spool is not None
+        self.in_spool = _spool_spans(fleet.spool) if fleet.spool is not None else set()
         self.faults = sorted(fleet.faults, key=lambda f: f.start)  # every fault: what explains a loss
         self.windows = [f for f in self.faults if not f.detail.get("within")]  # the table's rows
         self.procs: dict[str, Proc] = {}
@@ -172,6 +216,10 @@ class Count:
             elif kind == "end" and event["r"] in current:
                 run = current[event["r"]]
                 run.end, run.seconds, run.cpu, run.pending = event["t"], event["s"], event["cpu"], event["q"]
+            elif kind == "try":
+                proc.tries.append((event["t"], float("inf")))
+            elif kind == "tried" and proc.tries:
+                proc.tries[-1] = (proc.tries[-1][0], event["t"])
             elif kind == "sigterm":
                 proc.sigterm_seen = True
             elif kind == "exit":
@@ -194,6 +242,8 @@ class Count:
                 stopped = fault.detail.get("stopped")
                 held = fault.kind == "collector" and stopped and acked_at <= stopped
                 if held and any(a <= stopped <= b + COLLECTOR_BACKOFF_S for a, b in refusals):
+                    if self.persists:
+                        return "unexplained (accepted by the Collector, whose queue is on disk)", stopped
                     return "the Collector's memory", stopped
             return "unexplained (accepted by the Collector)", None
         if proc.fate == "killed":
@@ -201,6 +251,10 @@ class Count:
                 return "kill -9", proc.fate_at
             return "unexplained (killed, ended too long before)", None
         if proc.fate == "sigterm" and self._collector_away(proc.fate_at, proc.fate_at + EXIT_S):
+            if self.spooled and proc.trying_at(proc.fate_at):
+                return "SIGTERM during an export try (the spool cannot save it)", proc.fate_at
+            if self.spooled:
+                return "unexplained (SIGTERM while the Collector was away, with the export spool)", proc.fate_at
             return "SIGTERM while the Collector was away", proc.fate_at
         return f"unexplained ({proc.fate or 'alive'}, never accepted)", None
 
@@ -261,6 +315,11 @@ class Count:
         said_ended = len(run.calls) + (1 if run.end is not None else 0)
         ended = max(said_ended, len(spans))
         for span in spans:
+            if span not in arrived and span in self.in_spool:
+                span_tally = tallies[self._span_window(proc, self.handed[span][2]) + 1]
+                span_tally.spans_ended += 1
+                span_tally.kept_in_spool += 1
+                continue
             if span not in arrived:
                 self._lose(tallies, proc, self.handed[span][2], self.acked.get(span))
                 continue

@@ -2,9 +2,13 @@
 
 * the receiver: ``otlp_receiver.py``, its own process, writing what arrives to a small tmpfs;
 * the Collector: rotel through ``collector/rotel-fleet.sh`` (the settings under test), forwarding to the receiver;
+  or (``collector="otelcol-rb"``) otelcol-rb with ``collector/otelcol-persistent-queue.yaml``, stopped by kill -9;
 * Redis (Debian's ``redis-server``) holding the pilot's baselines of most workers; every ``sqlite_every``-th worker
   keeps them in a SQLite store on a second small tmpfs instead (one machine's workers sharing one file);
-* the workers: ``chaos_worker.py`` in processes forked from a preloaded forkserver.
+* the workers: ``chaos_worker.py`` in processes forked from a preloaded forkserver; with ``spool=True`` they share
+  one export spool (``RB_OTEL_EXPORT_SPOOL=<run folder>/spool``): what a worker could not hand over at its end is
+  sent by the workers started after it, and what is left once all have ended by one more process
+  (:meth:`Fleet.drain_spool`), with the Collector up.
 
 Every fault is recorded as a :class:`Fault` (what, when it began and ended, wall clock) for ``chaos_count.py``.
 Every process started here carries ``RB_OTEL_CHAOS_RUN=<run folder>`` in its environment, so what is left behind
@@ -36,7 +40,7 @@ BENCHMARKS = Path(__file__).resolve().parent
 ROOT = BENCHMARKS.parent
 sys.path.insert(0, str(BENCHMARKS))
 
-from chaos_worker import PRELOAD, WorkerConfig, work  # noqa: E402
+from chaos_worker import PRELOAD, WorkerConfig, drain, work  # noqa: E402
 
 MARKER = "RB_OTEL_CHAOS_RUN"
 
@@ -190,6 +194,57 @@ class Collector:
         return f"http://127.0.0.1:{self.grpc_port if protocol == 'grpc' else self.http_port}"
 
 
+class OtelcolCollector(Collector):
+    """otelcol-rb (``make collector``) running ``collector/otelcol-persistent-queue.yaml``: its listeners on fixed
+    free ports, its queue in the run folder, its backend the receiver. Stopped with ``kill -9`` (the worst way out:
+    nothing flushed, only what is on disk survives) and started again on the same queue."""
+
+    def __init__(self, forward: str, folder: Path, env: dict[str, str]) -> None:
+        super().__init__(forward, folder, env)
+        import yaml
+
+        binary = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rb-otel" / "bin" / "otelcol-rb"
+        if not os.access(binary, os.X_OK):
+            raise Unavailable(f"otelcol-rb is not built at {binary}: run `make collector`")
+        self.binary = binary
+        self.health_port = free_port()
+        config = yaml.safe_load((ROOT / "collector" / "otelcol-persistent-queue.yaml").read_text())
+        config["receivers"]["otlp"]["protocols"] = {
+            "grpc": {"endpoint": f"127.0.0.1:{self.grpc_port}"},
+            "http": {"endpoint": f"127.0.0.1:{self.http_port}"},
+        }
+        config["extensions"]["health_check"]["endpoint"] = f"127.0.0.1:{self.health_port}"
+        queue = config["extensions"]["file_storage/queue"]
+        queue["directory"] = queue["compaction"]["directory"] = str(folder / "otelcol-queue")
+        (folder / "otelcol-queue").mkdir(parents=True, exist_ok=True)
+        (exporter,) = config["service"]["pipelines"]["traces"]["exporters"]
+        config["exporters"][exporter]["endpoint"] = forward
+        telemetry = {"host": "127.0.0.1", "port": free_port()}
+        config["service"]["telemetry"] = {"metrics": {"readers": [{"pull": {"exporter": {"prometheus": telemetry}}}]}}
+        self.config = folder / "otelcol-persistent-queue.yaml"
+        self.config.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def start(self) -> None:
+        self.starts += 1
+        log = (self.folder / f"otelcol-{self.starts}.log").open("ab")
+        self.proc = subprocess.Popen(
+            [str(self.binary), f"--config={self.config}"], stdout=log, stderr=subprocess.STDOUT, env=self.env,
+            start_new_session=True,
+        )  # fmt: skip
+        wait_for(lambda: _listening(self.grpc_port) and _listening(self.http_port), timeout=30, what="otelcol-rb")
+
+    def stop(self) -> None:
+        """``kill -9``: what the Collector had accepted survives only in its file-backed queue."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+#: ``--collector``: the Collector in front of the fleet.
+COLLECTORS = {"rotel": Collector, "otelcol-rb": OtelcolCollector}
+
+
 def redis_binary() -> str:
     found = shutil.which("redis-server")
     if found:
@@ -273,8 +328,13 @@ class Fleet:
         sqlite_every: int = 5,
         redis_aof: bool = False,
         seed: int = 0,
+        collector: str = "rotel",
+        spool: bool = False,
     ) -> None:
         self.folder = folder
+        self.collector_kind = collector
+        self.spool = folder / "spool" if spool else None
+        self.drained: dict[str, int] = {}  # what drain_spool sent: sent, files, left
         self.n = workers
         self.protocol = protocol
         self.model_sleep_s = model_sleep_s
@@ -305,7 +365,7 @@ class Fleet:
         self.receiver_disk = self._mount("receiver-disk", 256)
         self.store_disk = self._mount("store-disk", 16)
         self.receiver = Receiver(self.receiver_disk.path / "out", self.folder / "logs" / "receiver.log", self.env)
-        self.collector = Collector(f"{self.receiver.url}", self.folder / "logs", self.env)
+        self.collector = COLLECTORS[self.collector_kind](f"{self.receiver.url}", self.folder / "logs", self.env)
         self.collector.start()
         redis_dir = self.folder / "redis"
         redis_dir.mkdir(exist_ok=True)
@@ -345,6 +405,7 @@ class Fleet:
             stop_file=str(self.stop_file),
             model_sleep_s=self.model_sleep_s,
             pace_s=self.pace_s,
+            spool=str(self.spool or ""),
         )
         process = self._ctx.Process(target=work, args=(config,), name=name, daemon=False)
         process.start()
@@ -368,6 +429,8 @@ class Fleet:
                 worker.fate, worker.fate_at = "killed at close", time.time()
             else:
                 worker.fate, worker.fate_at = "exited", time.time()
+        if self.spool is not None:
+            self.drain_spool(drain_s)
         self.wait_quiet(drain_s)
         self.stored = self._stored()
         self.collector.stop()
@@ -377,6 +440,20 @@ class Fleet:
             disk.free()
         shutil.copyfile(self.receiver.out / "spans.jsonl", self.arrived)  # kept after the unmount
         self._stop_forkserver()
+
+    def drain_spool(self, timeout: float) -> None:
+        """Send what the export spool still holds (a process of the forkserver's, configured with the spool, its
+        sender waited for up to ``timeout``), the Collector up; :attr:`drained` says what it sent and left."""
+        report = self.folder / "spool-drain.json"
+        args = (self.collector.endpoint(self.protocol), self.protocol, str(self.spool), str(report), timeout)
+        process = self._ctx.Process(target=drain, args=args, name="spool-drain", daemon=False)
+        process.start()
+        process.join(timeout + 30)
+        if process.is_alive():
+            process.kill()
+            process.join(10)
+        with contextlib.suppress(OSError, ValueError):
+            self.drained = dict(json.loads(report.read_text()))
 
     def _stop_forkserver(self) -> None:
         """End the forkserver and multiprocessing's resource tracker this fleet started (they outlive the workers

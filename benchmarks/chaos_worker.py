@@ -15,6 +15,8 @@ append of a few hundred bytes lands whole), so a ``kill -9`` leaves every line w
 * ``{"e": "root", "r", "tr": trace id}`` when the run's ``invoke_agent`` span starts (SDK ``on_start``);
 * ``{"e": "span", "tr", "sp": span id, "n": name, "t"}`` when a span reaches the SDK's processors (``on_end``);
 * ``{"e": "ack", "sp": [span ids], "t"}`` when the Collector accepted a batch (the exporter returned success);
+* ``{"e": "try", "t"}`` and ``{"e": "tried", "t", "ok"}`` around each try of the OTLP exporter (one export is tries
+  and waits between them while the Collector refuses; a try in progress holds the process's way out);
 * ``{"e": "exit", "t", "exported", "dropped"}`` at a normal exit, ``{"e": "sigterm", "t"}`` when SIGTERM's exit
   work starts.
 
@@ -54,6 +56,7 @@ class WorkerConfig:
     stop_file: str
     model_sleep_s: float  # each model call's latency
     pace_s: float  # mean pause between runs (uniform in [0.5, 1.5] times it)
+    spool: str = ""  # the fleet's export spool (RB_OTEL_EXPORT_SPOOL), "" for none
 
 
 class Ledger:
@@ -148,6 +151,32 @@ class LedgerAcks:
         return bool(self.inner.force_flush(timeout_millis))
 
 
+class LedgerTries:
+    """Wraps the OTLP exporter the retries call: each try is a ``try`` line before and a ``tried`` line after."""
+
+    def __init__(self, inner: Any, ledger: Ledger) -> None:
+        self.inner = inner
+        self.ledger = ledger
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.ledger.write(e="try", t=time.time())
+        ok = False
+        try:
+            result = self.inner.export(spans)
+            ok = result is SpanExportResult.SUCCESS
+            return result
+        finally:
+            self.ledger.write(e="tried", t=time.time(), ok=ok)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
+
+
 def _cpu() -> float:
     times = os.times()
     return times.user + times.system
@@ -165,6 +194,8 @@ def work(cfg: WorkerConfig) -> None:
         OTEL_LOGS_EXPORTER="none",
         OTEL_SERVICE_NAME=f"chaos-worker-{cfg.slot}",
     )
+    if cfg.spool:  # one spool for the fleet: what a worker could not hand over at its end, its successors send
+        os.environ["RB_OTEL_EXPORT_SPOOL"] = cfg.spool
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -176,6 +207,9 @@ def work(cfg: WorkerConfig) -> None:
     providers.tracer_provider.add_span_processor(LedgerSpans(ledger))  # type: ignore[arg-type]
     counting = providers.span_exporter
     assert counting is not None, "configure() built no OTLP span exporter"
+    retrying = counting.inner
+    if hasattr(retrying, "inner"):  # rb-otel's retries around the OTLP exporter: log each try
+        retrying.inner = LedgerTries(retrying.inner, ledger)
     counting.inner = LedgerAcks(counting.inner, ledger)  # type: ignore[assignment]
     process_exit.on_exit(lambda _deadline, terminating: terminating and ledger.write(e="sigterm", t=time.time()))
     rb = ReasonBlocks(
@@ -204,12 +238,36 @@ def work(cfg: WorkerConfig) -> None:
     ledger.write(e="exit", t=time.time(), exported=counting.exported, dropped=counting.dropped)
 
 
+def drain(endpoint: str, protocol: str, spool: str, report: str, timeout_s: float) -> None:
+    """Send what the fleet's export spool still holds once every worker has ended (the next start of a process
+    with that spool, as a deployment's next worker would be): ``configure()`` with the spool, its sender waited for
+    up to ``timeout_s``; ``report`` gets ``{"sent", "files", "left"}`` (files still in the spool)."""
+    os.environ.update(
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        OTEL_SERVICE_NAME="chaos-spool-drain",
+    )
+    import rb_otel
+
+    providers = rb_otel.configure(spool=spool)
+    at_exit = providers.spool
+    assert at_exit is not None, "configure(spool=...) kept no export spool"
+    assert at_exit.sender is not None, "configure(spool=...) started no spool sender"
+    at_exit.sender.wait(timeout_s)
+    sent, files = at_exit.sender.sent, at_exit.sender.files
+    providers.shutdown()
+    left = len(at_exit.spool.pending()) if Path(spool).is_dir() else 0
+    Path(report).write_text(json.dumps({"sent": sent, "files": files, "left": left}))
+
+
 #: What the forkserver imports before it forks workers; not the OTLP exporters (gRPC is made after the fork).
 PRELOAD = [
     "chaos_worker",
     "langchain.agents",
     "langchain_core.tools",
-    "rb_otel.reasonblocks",
+    "rb_otel.facade.reasonblocks",
     "rb_otel.backends.pilot",
     "rb_otel.backends.baselines.redis_store",
     "rb_otel.backends.baselines.sqlite_store",

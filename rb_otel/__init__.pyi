@@ -46,4 +46,4 @@ from rb_otel.ab.experiment_report import ab_report as ab_report
 
 __all__: list[str]  # these names, __version__ included
 
-def __getattr__(name: str) -> Any: ...  # the names that moved in this release (each use warns)
+def __getattr__(name: str) -> Any: ...  # each name above, loaded on first use

@@ -1,7 +1,7 @@
 """``ReasonBlocksConfig``: every switch of the configuration-file path (docs/experiments.md, "ReasonBlocksConfig and
 build_middleware"), with the documented defaults.
 
-``ReasonBlocks.from_config(config, **kwargs)`` (or the deprecated ``build_middleware(config, rb, ...)``) turns it into
+``ReasonBlocks.from_config(config, **kwargs)`` (or ReasonBlocks' ``build_middleware(config, rb, ...)``) turns it into
 the middleware list, in the documented order: the steering middleware (when any of ``enable_e1``, ``enable_e2``,
 ``enable_e3``, ``enable_monitor_steering``), the general monitor (``enable_general_monitor``), token saving
 (``enable_token_saving``, always last).
@@ -10,15 +10,16 @@ the middleware list, in the documented order: the steering middleware (when any 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from langchain.agents.middleware import AgentMiddleware
 
 from rb_otel.deprecation import deprecated
+from rb_otel.facade.arguments import check_monitor_weights
 from rb_otel.integrations.langchain.general_monitor import GeneralMonitorMiddleware
 from rb_otel.integrations.langchain.token_saving import TokenSavingMiddleware
-from rb_otel.steering.checks import check_int
+from rb_otel.steering.checks import check_bool, check_int, check_number, check_str, expected
 from rb_otel.steering.etraces.store import PatternStore
 from rb_otel.steering.injections import BaseInjection, E1Injection, E2Injection, E3Injection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
@@ -29,6 +30,10 @@ __all__ = ["ReasonBlocksConfig"]
 
 #: Fields ReasonBlocks' configuration reserves that do nothing here, with their defaults: setting another value warns.
 _INERT = {"enable_distillation": True, "e1_sim_gate_doc": 0.80, "e2_sim_gate_doc": 0.70}
+
+#: The least value of each int field that is not 0 (counts, windows and sizes: 0 is allowed for the others).
+_LEAST = {"e1_top_k": 1, "e2_top_k": 1, "e3_max_patterns": 1, "gm_max_tool_calls": 1, "gm_cooldown": 1}
+_LEAST |= {"ts_perplexity_window_words": 1}
 
 
 class Backends(Protocol):
@@ -76,9 +81,26 @@ class ReasonBlocksConfig:
     ts_perplexity_window_words: int = 50
 
     def __post_init__(self) -> None:
-        for name in ("e1_top_k", "e2_top_k", "e3_max_patterns"):
-            check_int(name, getattr(self, name), low=1)
-        resolve_weights(self.monitor_task_profile, self.monitor_weights)  # unknown profile or bad weight: now
+        """Each field checked by its kind, failing with its name and what it accepts (``TypeError`` or
+        ``ValueError``): a bool is ``True`` or ``False``, a count an int of at least 0 (see ``_LEAST``), a ratio or
+        gate a number in [0, 1]."""
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if field.type == "bool":
+                check_bool(field.name, value)
+            elif field.type == "int":
+                check_int(field.name, value, low=_LEAST.get(field.name, 0))
+            elif field.type == "float":
+                check_number(field.name, value, low=0.0, high=1.0)
+        check_str("monitor_task_profile", self.monitor_task_profile, empty=False)
+        check_monitor_weights("monitor_weights", self.monitor_weights)
+        try:
+            resolve_weights(self.monitor_task_profile)  # an unknown profile: now, with the known ones
+        except ValueError as error:
+            raise ValueError(f"monitor_task_profile: {error}") from None
+        for name in ("ts_signals_fn", "ts_perplexity_classifier"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise expected(name, "a function or None", getattr(self, name))
         changed = [name for name, default in _INERT.items() if getattr(self, name) != default]
         if changed:
             deprecated(

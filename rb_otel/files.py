@@ -7,10 +7,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import threading
 from pathlib import Path
 
-__all__ = ["OutputError", "check_writable", "publish", "temporary_beside", "write_atomically"]
+__all__ = ["OutputError", "check_writable", "not_a_file", "publish", "temporary_beside", "write_atomically"]
 
 #: What an ``errno`` means for a path the user asked rb-otel to write.
 _REASONS = {
@@ -53,23 +54,65 @@ def _nearest_existing(path: Path) -> Path:
     return Path(".")
 
 
-def check_writable(path: str | Path) -> Path:
-    """Raise :class:`OutputError` when ``path`` surely cannot be written as a file: it is a folder, a part of its
-    folder is a file, or the nearest folder that exists is read-only or not ours to write. Creates nothing, so a
-    command checks every output before it starts its work; the write itself still reports what this cannot
-    foresee (a full disk). Returns ``path``."""
+def _kind(mode: int) -> str:
+    """What a file that is no regular file is (a device, a pipe, a socket)."""
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a pipe"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+
+
+def not_a_file(path: str | Path, missing: str = "no such file or directory") -> str:
+    """Why an input ``path`` that is no regular file nor folder cannot be read: ``missing`` when nothing is there,
+    else what it is (``/dev/null``: a device, not a regular file)."""
+    try:
+        mode = Path(path).stat().st_mode
+    except OSError:
+        return missing
+    return f"{_kind(mode)}, not a regular file"
+
+
+def _probe(target: Path, folder: Path) -> None:
+    """Create and remove a file in ``folder``: what access(2) cannot tell (root may write anywhere it answers
+    for, but /proc and /sys take no new files)."""
+    probe = folder / f".{target.name[:64]}.{os.getpid()}.{threading.get_ident()}.probe"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as exc:
+        code = exc.errno or 0
+        reason = _REASONS.get(code) or exc.strerror or type(exc).__name__
+        raise OutputError(target, f"{folder} does not take new files ({reason})", code) from None
+    with contextlib.suppress(OSError):
+        probe.unlink()
+
+
+def check_writable(path: str | Path, *, probe: bool = False) -> Path:
+    """Raise :class:`OutputError` when ``path`` surely cannot be written as a file: it is a folder, a device, a
+    pipe or a socket (a write would replace it), a part of its folder is a file, or the nearest folder that exists
+    is read-only or not ours to write. With ``probe``, a file is also created and removed in that folder (a
+    command's check before its work: what permissions cannot foresee, such as /proc); else nothing is created.
+    The write itself still reports what this cannot foresee (a full disk). Returns ``path``."""
     target = Path(path)
     if target.is_dir():
         raise OutputError(target, _REASONS[errno.EISDIR], errno.EISDIR)
+    try:
+        mode = target.stat().st_mode  # through a link: /dev/stdout is a pipe or a terminal
+    except OSError:
+        mode = stat.S_IFREG  # not there yet (or a dangling link, replaced by the write)
+    if not stat.S_ISREG(mode):
+        raise OutputError(target, f"it is {_kind(mode)}, not a regular file")
     folder = _nearest_existing(target.parent)
     if not folder.is_dir():
         raise OutputError(target, f"{folder} is a file, not a folder", errno.ENOTDIR)
     if not os.access(folder, os.W_OK | os.X_OK):
         # access(2) answers for this user, root included, and says EROFS on a read-only mount
-        probe = os.statvfs(folder)
-        if probe.f_flag & os.ST_RDONLY:
+        probed = os.statvfs(folder)
+        if probed.f_flag & os.ST_RDONLY:
             raise OutputError(target, f"{folder} is on a read-only file system", errno.EROFS)
         raise OutputError(target, f"{folder} is not writable (permission denied)", errno.EACCES)
+    if probe:
+        _probe(target, folder)
     return target
 
 

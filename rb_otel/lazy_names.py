@@ -41,10 +41,9 @@ def names_in_stub(stub: Path, package: str) -> dict[str, str]:
     return names
 
 
-def stub_face(package: str, init_file: str, fallback: Callable[[str], Any] | None = None) -> StubFace:
+def stub_face(package: str, init_file: str) -> StubFace:
     """``(__getattr__, __dir__, __all__)`` for ``package`` from the stub beside its ``__init__.py``: a public name
-    is imported from its module on first use and kept in the package; any other name goes to ``fallback`` (names
-    that moved, which warn) or is an ``AttributeError``."""
+    is imported from its module on first use and kept in the package; any other name is an ``AttributeError``."""
     stub = Path(init_file).with_suffix(".pyi")
     try:
         homes = names_in_stub(stub, package)
@@ -62,8 +61,6 @@ def stub_face(package: str, init_file: str, fallback: Callable[[str], Any] | Non
             value = getattr(importlib.import_module(module), name)
             setattr(sys.modules[package], name, value)  # found once: later uses are plain attribute reads
             return value
-        if fallback is not None:
-            return fallback(name)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:

@@ -30,7 +30,15 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-__all__ = ["EXIT_TIMEOUT_S", "ExitCallback", "handle_sigterm", "on_exit", "run_exit_callbacks", "watch_process"]
+__all__ = [
+    "EXIT_TIMEOUT_S",
+    "ExitCallback",
+    "ending",
+    "handle_sigterm",
+    "on_exit",
+    "run_exit_callbacks",
+    "watch_process",
+]
 
 _log = logging.getLogger("rb_otel")
 
@@ -57,6 +65,12 @@ def on_exit(callback: ExitCallback) -> None:
     with _lock:
         if callback not in _callbacks:
             _callbacks.append(callback)
+
+
+def ending() -> bool:
+    """Whether this process is on its way out: its exit callbacks have started (a SIGTERM with the handler, a
+    worker's exit). What a flush does then may differ (the export spool keeps what cannot be sent)."""
+    return _Pids.done == os.getpid()
 
 
 def run_exit_callbacks(timeout: float = EXIT_TIMEOUT_S, *, terminating: bool = False) -> bool:

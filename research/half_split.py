@@ -37,6 +37,7 @@ from rb_otel.evaluation.metrics import auroc  # noqa: E402
 from rb_otel.steering.fsm import DifficultyFSM  # noqa: E402
 from rb_otel.training import train_dataset  # noqa: E402
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset  # noqa: E402
+from rb_otel.training.kept_apart import refuse_kept_apart, refuse_kept_apart_files  # noqa: E402
 
 #: Each source: its folder under the data root (``signal/<name>``, or that folder's ``.tar.xz``) and its labels file.
 SOURCES = {
@@ -118,6 +119,15 @@ def figures(traces: list[RunTrace], runs: list[LabelledRun], signs: dict[str, in
     }
 
 
+def read_source(folder: Path, labels: str | None = None) -> Dataset:
+    """A development source's labelled runs, refused when any is of an agent the data's README keeps apart (by its
+    files' markers and by the runs' agents: rb_otel.training.kept_apart)."""
+    refuse_kept_apart_files([folder])
+    dataset = read_dataset([folder], labels=folder / labels if labels else None)
+    refuse_kept_apart(dataset.runs)
+    return dataset
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=None, help="the data root (default: as rb_otel.datasets finds it)")
@@ -128,8 +138,7 @@ def main() -> int:
     out: dict[str, Any] = {}
     root = args.data or data_root()
     for name, (source, labels) in SOURCES.items():
-        folder = source_folder(source, root)
-        dataset = read_dataset([folder], labels=folder / labels if labels else None)
+        dataset = read_source(source_folder(source, root), labels)
         rows = []
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             fit_half, test_half = halves(dataset.runs, seed)

@@ -5,13 +5,15 @@ that kind, scored live; whether a kind's pilot may be its default; SKIP per agen
 
 Reads every development source of each kind natively from the data root (``--data``, else ``RB_OTEL_DATA``,
 ``../shared/data`` beside the repository or ``make data``'s ``data/``; archives are unpacked outside the
-repository): customer service, the seven tau2-bench sources; coding, the three mini-swe-agent sources. An agent is
+repository): customer service, the seven tau2-bench sources; coding, the three mini-swe-agent sources and Claude
+Code on Terminal-Bench. An agent is
 a harness and a model; runs without an outcome are left out and counted; nothing the data's README keeps apart is
 let in (``rb_otel.training.kept_apart``). Each agent with 20 runs of each outcome is held out in turn
-(:func:`rb_otel.training.development.held_out`), then :func:`rb_otel.training.development.default_decision`
-says whether the kind's pilot may be its default; where it may, the kind's pilot/3 is fitted on all its runs
-(:func:`rb_otel.training.development.default_model`) and written to ``rb_otel/steering/pilot/pilot3_<kind>.json``.
-For coding, the converged side and the candidate stop rule
+(:func:`rb_otel.training.development.held_out`), and :func:`rb_otel.training.development.default_decision`
+says what the previous round's rule (agents held out within one harness) would have decided. It no longer
+chooses a default: a default is judged by leaving whole harnesses out (``research/leave_one_harness_out.py``,
+docs/signal.md "A cold start judged by harnesses it never saw"), and no pilot/3 is written here. For coding, the
+converged side and the candidate stop rule
 (:mod:`rb_otel.training.converged`). Writes the JSON docs/signal.md's tables come from
 (``research/leave_one_agent_out_report.json``).
 """
@@ -33,9 +35,7 @@ from rb_otel.datasets import data_root  # noqa: E402
 from rb_otel.steering.pilot.kinds import AGENT_KINDS, CODING  # noqa: E402
 from rb_otel.training.converged import converged_rule_by_agent  # noqa: E402
 from rb_otel.training.dataset import agent_unit  # noqa: E402
-from rb_otel.training.development import default_decision, default_model, held_out, read_kind  # noqa: E402
-
-PILOT_FOLDER = ROOT / "rb_otel" / "steering" / "pilot"
+from rb_otel.training.development import default_decision, held_out, read_kind  # noqa: E402
 
 
 def say(line: str) -> None:
@@ -52,12 +52,8 @@ def kind_report(kind: str, root: Path, max_false_stops: float) -> dict[str, Any]
     ships, why = default_decision(report)
     print(f"== {kind}: {len(data.runs)} labelled runs, {len(agents)} agents")
     print("\n".join(report.lines()))
-    print(f"default pilot for {kind}: {'pilot/3' if ships else 'pilot/1 kept'} ({why})")
-    if ships:  # the kind's pilot/3, fitted on every run of the kind by the procedure just held out
-        path = PILOT_FOLDER / f"pilot3_{kind}.json"
-        model = default_model(kind, data.runs, report, max_false_stops=max_false_stops)
-        path.write_text(json.dumps(model.as_dict(), indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {path.relative_to(ROOT)} (named by DEFAULT_FOR_KIND in rb_otel/steering/pilot/model.py)")
+    print(f"the previous round's rule (agents within a harness) for {kind}: {'pilot/3' if ships else 'no pilot/3'} "
+          f"({why}); the default is decided by leaving harnesses out (research/leave_one_harness_out.py)")  # fmt: skip
     out: dict[str, Any] = {
         "sources": {
             name: {"unlabelled": data.unlabelled[name], "problems": data.problems[name]} for name in data.unlabelled

@@ -47,6 +47,7 @@ from rb_otel.importers.replay import READERS  # noqa: E402
 from rb_otel.steering.fsm import DifficultyFSM  # noqa: E402
 from rb_otel.steering.pilot.run import _HEDGES, FEATURES_V1, PILOT_NAME, RELATIVE_AFTER, PilotModel, PilotRun  # noqa: E402
 from rb_otel.steering.scoring import ScorerStep  # noqa: E402
+from rb_otel.training.kept_apart import refuse_kept_apart, refuse_kept_apart_files  # noqa: E402
 
 # The shipped pilot/1 reads the first ten features; `rb-otel train` fits pilot/2 models on all of them.
 FEATURES = FEATURES_V1
@@ -78,6 +79,7 @@ def source_folders(root: Path) -> dict[str, Path]:
 
 
 def read_runs(folder: Path, source: str) -> list[Run]:
+    refuse_kept_apart_files([folder])  # no kept-apart agent's records reach a fit (rb_otel.training.kept_apart)
     labels_file = folder / "results_summary.json"
     labels = load_labels(labels_file) if labels_file.is_file() else None
     runs: list[Run] = []
@@ -86,6 +88,7 @@ def read_runs(folder: Path, source: str) -> list[Run]:
         if path == labels_file:
             continue
         for run in READERS[detect(path)](path, problems):
+            refuse_kept_apart([run])
             outcome = labels.outcome_of(run.run_id) if labels is not None else run.outcome == "success"
             if outcome is None:
                 continue

@@ -61,7 +61,7 @@ class Collector:
         ]
         self._cm = process(args, self.tmp / f"rotel-{self.starts}.log")
         self._cm.__enter__()
-        wait_until(lambda: _listening(self.grpc_port), timeout=20, what="rotel")
+        wait_until(lambda: _listening(self.grpc_port), timeout=120, what="rotel")
 
     def stop(self) -> None:
         if self._cm is not None:
@@ -131,8 +131,8 @@ def test_agent_survives_collector_absent_killed_and_restarted(
             outputs: list[dict[str, Any]] = []
             worker = threading.Thread(target=invoke, args=(outputs, run_id), daemon=True)
             worker.start()
-            worker.join(timeout=10)  # a bounded wait on the run finishing: export problems never hold it up
-            assert not worker.is_alive(), "an export problem held the agent run up for 10 s"
+            worker.join(timeout=120)  # a hang guard on the run finishing: export problems never hold it up
+            assert not worker.is_alive(), "an export problem held the agent run up for 2 minutes"
             assert outputs[0]["messages"][-1].content == "The answer is 30."  # same result in every phase
             ids.append(str(run_id))
         return ids
@@ -147,7 +147,7 @@ def test_agent_survives_collector_absent_killed_and_restarted(
             provider.force_flush(10_000)
             return bool(set(probes) & received_run_ids(received))
 
-        wait_until(recovered, timeout=30, what=f"export to recover after {event}")
+        wait_until(recovered, timeout=120, what=f"export to recover after {event}")
 
     absent = runs(3)  # no collector listening yet
     provider.force_flush(10_000)
@@ -158,7 +158,7 @@ def test_agent_survives_collector_absent_killed_and_restarted(
     until_export_recovers("the start")
     up = runs(3)
     provider.force_flush(10_000)
-    wait_until(lambda: set(up) <= received_run_ids(received), timeout=20, what="spans after start")
+    wait_until(lambda: set(up) <= received_run_ids(received), timeout=120, what="spans after start")
 
     accounted = exporter.exported + exporter.dropped
     killer = threading.Timer(0.1, collector.stop)  # killed while runs are in flight
@@ -173,7 +173,7 @@ def test_agent_survives_collector_absent_killed_and_restarted(
     until_export_recovers("the restart")
     after = runs(3)
     provider.force_flush(10_000)
-    wait_until(lambda: set(after) <= received_run_ids(received), timeout=20, what="spans after the restart")
+    wait_until(lambda: set(after) <= received_run_ids(received), timeout=120, what="spans after the restart")
     assert not set(absent) & received_run_ids(received)  # dropped, and counted above, not resent later
     assert len(during) == 4
     assert any("recovered" in r.getMessage() for r in caplog.records)
@@ -199,7 +199,7 @@ def test_200_concurrent_runs_every_span_arrives_no_leak_memory_returns(
         agent.invoke({"messages": [("user", "x")]})
     provider.force_flush(10_000)
     # let the collector deliver the warm-up batches before they are forgotten (a bounded poll, not a sleep)
-    wait_until(lambda: len(spans_of(received)) >= 10 * SPANS_PER_RUN, timeout=20, what="the warm-up spans")
+    wait_until(lambda: len(spans_of(received)) >= 10 * SPANS_PER_RUN, timeout=120, what="the warm-up spans")
     received.clear()
     gc.collect()
     tracemalloc.start()
@@ -237,7 +237,7 @@ def test_200_concurrent_runs_every_span_arrives_no_leak_memory_returns(
         }
         return [s for s in everything if s.trace_id in traces]
 
-    wait_until(lambda: len(ours()) >= expected_spans, timeout=60, what="all 2,000 spans")
+    wait_until(lambda: len(ours()) >= expected_spans, timeout=300, what="all 2,000 spans")
     spans = ours()
     assert len(spans) == expected_spans and exporter.dropped == 0
     # no cross-run leak: each run's children sit in its own trace under its own root, steps 0..4 exactly

@@ -136,7 +136,8 @@ def test_import_installs_no_provider_and_stays_light() -> None:
 def test_steering_core_imports_neither_langchain_nor_opentelemetry() -> None:
     out = _python(
         "import sys\n"
-        "from rb_otel import SteeringSession, create_injections, DifficultyFSM, TraceStateManager, score_step\n"
+        "from rb_otel.steering import SteeringSession, create_injections, DifficultyFSM, TraceStateManager\n"
+        "from rb_otel.steering import score_step\n"
         "import rb_otel.steering, rb_otel.steering.monitors, rb_otel.steering.etraces\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core', 'langgraph',"
         " 'opentelemetry'}))\n"
@@ -161,7 +162,8 @@ def test_framework_sdks_are_extras_and_the_core_never_imports_them() -> None:
         assert any(d.startswith(package) for d in project["optional-dependencies"][extra])
     out = _python(
         "import sys, rb_otel\n"
-        "from rb_otel import ReasonBlocks, run_messages_agent_loop\n"
+        "from rb_otel import ReasonBlocks\n"
+        "from rb_otel.integrations.anthropic import run_messages_agent_loop\n"
         "rb = ReasonBlocks(); rb.session(agent_name='x'); rb.claude_messages_session(agent_name='y')\n"
         "sdks = {'anthropic', 'agents', 'claude_agent_sdk', 'openai'}\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & sdks))\n"

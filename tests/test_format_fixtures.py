@@ -214,8 +214,9 @@ def test_openhands_output_record() -> None:
     [run], problems = read(openhands.read, path)
     assert problems == []
     assert (run.run_id, run.source, run.task, run.agent_name, run.model) == (
-        "brightline__ledgerd-212", "openhands", LEDGERD_TASK, "", ""
+        "brightline__ledgerd-212", "openhands", LEDGERD_TASK, "", "ledger-coder-1"
     )  # fmt: skip
+    assert run.harness == "openhands CodeActAgent"  # metadata.agent_class: the file's own marker
     assert run.outcome == "failure: " + LEDGERD_ERROR[:80] and len(LEDGERD_ERROR) > 80
     assert not run.synthetic_timing
     assert (run.start, run.end) == (at("2025-03-02T09:15:00"), at("2025-03-02T09:15:17"))  # first event, last step

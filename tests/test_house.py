@@ -1,9 +1,10 @@
-"""The house rules of the second round (docs/architecture.md): whatever starts a span ends it, every emitter hook
-declared and its order in its arguments, one run end per adapter, the moved names still working (with a warning),
-one FSM replay, one severity order, one atomic writer, and no ignored combination left silent."""
+"""The house rules (docs/architecture.md): whatever starts a span ends it, every emitter hook declared, called as a
+method, and its order in its arguments, one run end per adapter, a moved name moved (no alias left behind), one FSM
+replay, one severity order, one atomic writer, and no ignored combination left silent."""
 
 from __future__ import annotations
 
+import ast
 import logging
 import warnings
 from collections.abc import Mapping
@@ -15,7 +16,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rb_otel import ReasonBlocks, RunFields
-from rb_otel.deprecation import REMOVED_IN
 from rb_otel.files import write_atomically
 from rb_otel.steering import DifficultyFSM, SteeringSession, StepEmitter, TraceStateManager
 from rb_otel.steering.emitters import FanOutEmitter
@@ -118,29 +118,45 @@ def test_a_subclass_gets_each_hook_directly_with_what_it_needs_in_its_arguments(
     assert finish[1] == "failure: RuntimeError" and isinstance(finish[2], float) and finish[3] is boom
 
 
-def test_an_emitter_with_the_previous_hooks_still_gets_them_in_order_and_is_told_they_are_deprecated() -> None:
+def test_an_emitter_with_only_the_methods_gets_the_ones_it_has_in_order_and_nothing_else() -> None:
     calls: list[str] = []
 
-    class Previous:
+    class MethodsOnly:
         def run_start(self, run_id: str, metadata: Any) -> None:
             calls.append("run_start")
 
         def step(self, run_id: str, entry: StepLogEntry, **kw: Any) -> None:
-            assert "monitor_scores" not in kw  # called as the previous release called it
+            assert "monitor_scores" not in kw  # called as such an emitter was written
             calls.append("step")
 
         def run_risk(self, run_id: str, risk: float) -> None:
-            calls.append("run_risk")
+            calls.append("run_risk")  # a hook StepEmitter does not declare: never called
 
         def run_finish(self, run_id: str, outcome: str) -> None:
             calls.append("run_finish")
 
-    with pytest.warns(DeprecationWarning, match=f"removed in rb-otel {REMOVED_IN}"):
-        session = _session(Previous())
-    session.end_step(session.begin_step(thought=None))
-    session.end_step(session.begin_step(thought="a thought"))
-    session.finish()
-    assert calls == ["run_start", "step", "step", "run_risk", "run_finish"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        session = _session(MethodsOnly())
+        session.end_step(session.begin_step(thought=None))
+        session.end_step(session.begin_step(thought="a thought"))
+        session.finish()
+    assert calls == ["run_start", "step", "step", "run_finish"]
+
+
+def test_emitter_hooks_are_called_as_methods_never_chosen_by_a_name_in_a_variable() -> None:
+    # getattr(emitter, <a variable>) is how a hook is called by its name as a string: not in the emitter code
+    steering = Path(__file__).resolve().parents[1] / "rb_otel" / "steering"
+    by_name = [
+        f"{path.name}:{node.lineno}"
+        for path in (steering / "emitters.py", steering / "session.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and not (len(node.args) > 1 and isinstance(node.args[1], ast.Constant))
+    ]
+    assert by_name == []
 
 
 def test_fan_out_gives_remote_calls_to_the_first_emitter_that_observes_them(otel: Otel) -> None:
@@ -154,37 +170,7 @@ def test_fan_out_gives_remote_calls_to_the_first_emitter_that_observes_them(otel
     assert any(s.name.startswith("rb.monitors") for s in otel.spans())
 
 
-# -- moved names ----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("module", "name", "new_module", "new_name"),
-    [
-        ("rb_otel.steering.baseline_cache", "BaselineStore", "rb_otel.backends.baselines.cache", "BaselineCache"),
-        ("rb_otel.steering.pilot", "PilotScorer", "rb_otel.backends.pilot", "PilotScorer"),
-        ("rb_otel.steering.pilot", "BaselineStore", "rb_otel.backends.baselines.cache", "BaselineCache"),
-        ("rb_otel.steering.baselines", "BaselineStoreError", "rb_otel.backends.baselines.errors", "SummaryStoreError"),
-        (
-            "rb_otel.steering.baselines",
-            "open_summary_store",
-            "rb_otel.backends.baselines.opening",
-            "open_summary_store",
-        ),
-        ("rb_otel.steering.baselines", "display_url", "rb_otel.urls", "display_url"),
-        ("rb_otel.steering.baselines", "scrub", "rb_otel.urls", "scrub"),
-        ("rb_otel.backends.baselines.urls", "display_url", "rb_otel.urls", "display_url"),
-        ("rb_otel.backends.baselines.urls", "scrub", "rb_otel.urls", "scrub"),
-        ("rb_otel.backends.baselines.urls", "encoded_credentials", "rb_otel.urls", "encoded_credentials"),
-    ],
-)
-def test_a_moved_name_still_works_and_warns_with_its_new_home(
-    module: str, name: str, new_module: str, new_name: str
-) -> None:
-    import importlib
-
-    with pytest.warns(DeprecationWarning, match=f"use {new_module}.{new_name}"):
-        old = getattr(importlib.import_module(module), name)
-    assert old is getattr(importlib.import_module(new_module), new_name)
+# -- moved names: gone, not forwarded (tests/test_layout.py lists each) ------------------------------------------
 
 
 def test_rb_otel_pilot_scorer_is_the_fleet_pilot_and_pilot_by_name_is_too() -> None:

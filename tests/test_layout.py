@@ -1,6 +1,6 @@
-"""The layout of the second house round (docs/architecture.md): the core's scoring and pilot as subpackages, their
-old module paths still working with a warning that points at the caller, the public names listed once in the
-package's stub, and deprecations that all read the same."""
+"""The layout of the house (docs/architecture.md): the core's scoring and pilot as subpackages, no shim or alias
+left for a name that moved (no release carries one), at most 20 flat modules in ``steering/``, the public names
+listed once in the package's stub, and the ReasonBlocks compatibility warnings that all read the same."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 import rb_otel
-from rb_otel.deprecation import REMOVED_IN, deprecated, moved_module
+from rb_otel.deprecation import deprecated
 from rb_otel.lazy_names import names_in_stub
 
 STEERING = Path(rb_otel.__file__).parent / "steering"
+#: The most modules (``__init__`` included) at the top of ``steering/``; the rest live in its subpackages.
+MAX_FLAT_STEERING_MODULES = 20
 
-#: Old module path -> where its contents live now.
+#: Old module path -> where its contents live (CHANGELOG.md); the old path is gone, not forwarded.
 MOVED_MODULES = {
     "rb_otel.steering.scorers": "rb_otel.steering.scoring.scorers",
     "rb_otel.steering.scorer_protocol": "rb_otel.steering.scoring.protocol",
@@ -26,36 +28,83 @@ MOVED_MODULES = {
     "rb_otel.steering.pilot_model": "rb_otel.steering.pilot.model",
     "rb_otel.steering.pilot_text": "rb_otel.steering.pilot.text",
     "rb_otel.steering.baselines": "rb_otel.steering.pilot.baselines",
+    "rb_otel.steering.baseline_cache": "rb_otel.backends.baselines.cache",
+    "rb_otel.backends.baselines.urls": "rb_otel.urls",
+    "rb_otel.reasonblocks": "rb_otel.facade.reasonblocks",
+}
+
+#: Old ``package.name`` -> where the name lives: the old one is an AttributeError, with no warning first.
+MOVED_NAMES = {
+    "rb_otel.SteeringSession": "rb_otel.steering.SteeringSession",
+    "rb_otel.DifficultyFSM": "rb_otel.steering.DifficultyFSM",
+    "rb_otel.StepRecord": "rb_otel.types.StepRecord",
+    "rb_otel.ReasonBlocksMiddleware": "rb_otel.integrations.langchain.ReasonBlocksMiddleware",
+    "rb_otel.run_messages_agent_loop": "rb_otel.integrations.anthropic.run_messages_agent_loop",
+    "rb_otel.claude_agent_telemetry": "rb_otel.integrations.claude_agent.claude_agent_telemetry",
+    "rb_otel.compress_tool_output": "rb_otel.steering.token_saving.compress_tool_output",
+    "rb_otel.steering.pilot.PilotScorer": "rb_otel.backends.pilot.PilotScorer",
+    "rb_otel.steering.pilot.BaselineStore": "rb_otel.backends.baselines.cache.BaselineCache",
+    "rb_otel.steering.scoring._count_hits": "rb_otel.steering.scoring.heuristic._count_hits",
+    "rb_otel.steering.emitters.notify": "rb_otel.steering.emitters.emit",
+    "rb_otel.telemetry.recorder.RunRecorder.monitor_scores": "rb_otel.telemetry.recorder.RunRecorder.step",
+    "rb_otel.telemetry.recorder.RunRecorder.run_risk": "rb_otel.telemetry.recorder.RunRecorder.run_finish",
 }
 
 
-def _public(module: str) -> list[str]:
-    return list(importlib.import_module(module).__all__)
+def _resolve(dotted: str) -> object:
+    """The object a dotted path names: the longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            value = getattr(value, attribute)
+        return value
+    raise ModuleNotFoundError(dotted)
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(MOVED_MODULES.items()))
-def test_every_name_of_a_moved_module_resolves_to_the_same_object_with_a_warning_at_the_callers_line(
-    old: str, new: str
-) -> None:
-    shim = importlib.import_module(old)
-    for name in _public(new):
-        with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} moved: use {new}\.{name}; .* {REMOVED_IN}") as w:
-            value = getattr(shim, name)
-        assert value is getattr(importlib.import_module(new), name)
-        assert w[0].filename == __file__  # the user's line, not rb_otel's
+def test_a_moved_modules_old_path_is_gone_and_its_new_one_imports(old: str, new: str) -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    assert importlib.import_module(new)
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
-def test_a_name_a_moved_module_never_had_is_an_attribute_error_without_a_warning(old: str) -> None:
-    shim = importlib.import_module(old)
+@pytest.mark.parametrize(("old", "new"), sorted(MOVED_NAMES.items()))
+def test_a_moved_names_old_place_is_an_attribute_error_without_a_warning(old: str, new: str) -> None:
+    assert _resolve(new) is not None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(AttributeError, match=rf"module '{old}' has no attribute 'no_such_name'"):
-            shim.no_such_name  # noqa: B018
-        assert not hasattr(shim, "__wrapped__")
+        with pytest.raises(AttributeError):
+            _resolve(old)
 
 
-def test_the_scoring_and_pilot_packages_keep_the_old_modules_public_names_and_warn_for_the_rest() -> None:
+def test_nothing_in_the_package_forwards_a_moved_name() -> None:
+    # no module-level __getattr__ but the public face's (which loads the stub's names), no "until 0.3.0" shim
+    package = Path(rb_otel.__file__).parent
+    forwarding = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if path != package / "__init__.py"
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if any(isinstance(t, ast.Name) and t.id == "__getattr__" for t in getattr(node, "targets", []))
+        or (isinstance(node, ast.FunctionDef) and node.name == "__getattr__")
+    ]
+    assert forwarding == []
+    assert not [p for p in package.rglob("*.py") if "0.3.0" in p.read_text(encoding="utf-8")]
+
+
+def test_the_cores_folder_shows_its_parts() -> None:
+    assert (STEERING / "scoring" / "__init__.py").is_file() and (STEERING / "pilot" / "__init__.py").is_file()
+    top = sorted(p.stem for p in STEERING.glob("*.py"))
+    assert not {"scoring", "pilot"} & set(top)
+    assert not [name for name in top if name.startswith(("pilot_", "scorer"))]
+    assert len(top) <= MAX_FLAT_STEERING_MODULES, top
+
+
+def test_the_scoring_and_pilot_packages_export_their_parts_without_a_warning() -> None:
     from rb_otel.steering.scoring import heuristic
 
     with warnings.catch_warnings():
@@ -70,50 +119,24 @@ def test_the_scoring_and_pilot_packages_keep_the_old_modules_public_names_and_wa
         heuristic.HEDGE_TERMS,
     )
     assert PilotRun and PilotModel and pilot_fsm_thresholds
-    with pytest.warns(DeprecationWarning, match=r"rb_otel\.steering\.scoring\._count_hits moved: use .*heuristic"):
-        from rb_otel.steering.scoring import _count_hits  # noqa: F401
-    with pytest.warns(DeprecationWarning, match=r"rb_otel\.steering\.pilot\.PilotScorer moved: use rb_otel\.backends"):
-        from rb_otel.steering.pilot import PilotScorer  # noqa: F401
 
 
-def test_the_cores_folder_shows_its_parts() -> None:
-    # scoring and the pilot are subpackages; at the top of steering/ every module is the engine's, or a deprecated
-    # path that holds nothing but its docstring and the forwarding __getattr__
-    assert (STEERING / "scoring" / "__init__.py").is_file() and (STEERING / "pilot" / "__init__.py").is_file()
-    for path in sorted(STEERING.glob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        doc = ast.get_docstring(tree) or ""
-        if doc.startswith("Deprecated path"):
-            kinds = [type(node).__name__ for node in tree.body]
-            assert kinds == ["Expr", "ImportFrom", "Assign"], path.name
-    top = {p.stem for p in STEERING.glob("*.py")}
-    assert not {"scoring", "pilot"} & top
-    assert not [name for name in top if name.startswith(("pilot_", "scorer")) and name not in _shim_names()]
-
-
-def _shim_names() -> set[str]:
-    return {module.rsplit(".", 1)[1] for module in MOVED_MODULES}
-
-
-def test_a_deprecation_raised_deep_inside_the_package_points_at_the_users_line() -> None:
-    # ReasonBlocks(score_fn=...) warns three calls deep; the warning still names this file (no fixed stacklevel)
-    with pytest.warns(DeprecationWarning, match=rf"score_fn=fn\) is deprecated: use scorer=fn.*{REMOVED_IN}") as w:
-        rb_otel.ReasonBlocks(score_fn=len, telemetry_enabled=False)
+def test_a_compatibility_warning_raised_deep_inside_the_package_points_at_the_users_line() -> None:
+    # ReasonBlocks(monitor_names=...) warns two calls deep; the warning still names this file (no fixed stacklevel)
+    with pytest.warns(DeprecationWarning, match=r"monitor_names=\.\.\.\) never had an effect") as w:
+        rb_otel.ReasonBlocks(monitor_names=["loop"], telemetry_enabled=False)
     assert w[0].filename == __file__
 
 
-def test_deprecated_and_moved_messages_read_the_same_way() -> None:
+def test_compatibility_warnings_read_the_same_way() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         deprecated("thing()", instead="other()")
         deprecated("knob=", because="does nothing", advice="remove it")
-        moved_module("old.module", "rb_otel.files")("write_atomically")
     assert all(w.category is DeprecationWarning for w in caught)
     assert [str(w.message) for w in caught] == [
-        f"thing() is deprecated: use other(); it is removed in rb-otel {REMOVED_IN}",
-        f"knob= does nothing and is deprecated: remove it; it is removed in rb-otel {REMOVED_IN}",
-        f"old.module.write_atomically moved: use rb_otel.files.write_atomically; the old name is removed in rb-otel "
-        f"{REMOVED_IN}",
+        "thing() is deprecated: use other() (accepted for code written for ReasonBlocks)",
+        "knob= does nothing and is deprecated: remove it (accepted for code written for ReasonBlocks)",
     ]
 
 
@@ -127,14 +150,13 @@ def test_a_stub_line_that_would_not_re_export_its_name_is_refused_with_its_place
         names_in_stub(stub, "pkg")
 
 
-def test_a_stub_face_loads_each_name_on_first_use_and_hands_the_rest_to_its_fallback(
+def test_a_stub_face_loads_each_name_on_first_use_and_nothing_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     package = tmp_path / "face_probe"
     package.mkdir()
     (package / "__init__.py").write_text(
-        "from rb_otel.lazy_names import stub_face\n"
-        "__getattr__, __dir__, __all__ = stub_face(__name__, __file__, fallback=lambda name: f'<{name}>')\n",
+        "from rb_otel.lazy_names import stub_face\n__getattr__, __dir__, __all__ = stub_face(__name__, __file__)\n",
         encoding="utf-8",
     )
     (package / "__init__.pyi").write_text(
@@ -151,7 +173,8 @@ def test_a_stub_face_loads_each_name_on_first_use_and_hands_the_rest_to_its_fall
         part = face.Part
         assert part is importlib.import_module("face_probe.parts").Part
         assert vars(face)["Part"] is part  # kept: the next read is a plain attribute
-        assert face.Any == "<Any>"  # typing's names are the stub's own, not public: the fallback answers
+        with pytest.raises(AttributeError, match="has no attribute 'Any'"):
+            face.Any  # noqa: B018 (typing's names are the stub's own, not public)
     finally:
         for name in ("face_probe", "face_probe.parts"):
             sys.modules.pop(name, None)

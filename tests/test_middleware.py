@@ -613,7 +613,7 @@ def test_a_broken_steering_component_never_breaks_the_agent(otel: Otel) -> None:
 
 
 def test_bad_configuration_fails_at_construction() -> None:
-    with pytest.raises(ValueError, match="unknown threshold"):
+    with pytest.raises(ValueError, match="fsm_thresholds: expected keys among"):
         ReasonBlocks(fsm_thresholds={"slow": 0.5})
     with pytest.raises(ValueError, match="unknown task_profile"):
         ReasonBlocks(task_profile="poetry")

@@ -1,5 +1,6 @@
-"""The 1.0 surface: one public API, every old name still working for this release with a warning that names the
-new one, no ignored argument in silence, and the GenAI events as the conventions emit them."""
+"""The 1.0 surface: one public API, no alias left for a name that moved (CHANGELOG.md lists each), ReasonBlocks'
+own compatibility arguments accepted with a warning, no ignored argument in silence, and the GenAI events as the
+conventions emit them."""
 
 from __future__ import annotations
 
@@ -31,13 +32,24 @@ def test_the_public_face_is_what_users_build_with() -> None:
     )
 
 
-@pytest.mark.parametrize("name", sorted(rb_otel._MOVED))
-def test_every_moved_name_still_works_with_a_warning_naming_its_home(name: str) -> None:
-    module, attribute, instead = rb_otel._MOVED[name]
-    with pytest.warns(DeprecationWarning, match=rf"rb_otel\.{name} moved: use ") as caught:
-        value = getattr(rb_otel, name)
-    assert instead.split("(")[0].split(" ")[0].strip() in str(caught[0].message)
-    assert value is getattr(__import__(module, fromlist=[attribute]), attribute)
+#: Names ``rb_otel`` exported before they moved (CHANGELOG.md): each is gone from here, with no warning first.
+FORMER_NAMES = (
+    "BaseInjection", "DifficultyFSM", "E1Injection", "E2Injection", "E3Injection", "HashingEmbeddings",
+    "InMemoryPatternStore", "LocalMonitorBackend", "MonitorBackend", "MonitorSteeringInjection", "Pattern",
+    "PatternStore", "SteeringSession", "TraceStateManager", "clear_caches", "create_injections", "render_pattern",
+    "score_step", "ETrace", "MonitorEvaluation", "PendingInjection", "StepRecord", "TraceState",
+    "ReasonBlocksMiddleware", "build_steps_from_messages", "compress_tool_output", "loop_signals",
+    "run_messages_agent_loop", "arun_messages_agent_loop", "claude_agent_telemetry",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FORMER_NAMES)
+def test_a_name_that_moved_out_of_rb_otel_is_gone_without_a_warning(name: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError, match=rf"module 'rb_otel' has no attribute '{name}'"):
+            getattr(rb_otel, name)
+    assert name not in rb_otel.__all__ and not hasattr(rb_otel, "_MOVED")
 
 
 def test_the_engine_lives_in_rb_otel_steering() -> None:
@@ -48,11 +60,12 @@ def test_the_engine_lives_in_rb_otel_steering() -> None:
         assert name in steering.__all__ and getattr(steering, name) is not None
 
 
-def test_the_previous_releases_arguments_warn_and_keep_working(otel: Otel) -> None:
+def test_reasonblocks_own_compatibility_arguments_warn_and_keep_working_and_ours_are_gone(otel: Otel) -> None:
     from rb_otel.steering import score_step
 
-    with pytest.warns(DeprecationWarning, match=r"score_fn=fn\) is deprecated: use scorer=fn"):
-        rb = ReasonBlocks(score_fn=score_step)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'score_fn'"):
+        ReasonBlocks(score_fn=score_step)  # type: ignore[call-arg]  # rb-otel's own former name: scorer=
+    rb = ReasonBlocks(scorer=score_step)
     assert rb.scorer_name == "heuristic" and rb.score_fn is score_step  # the same documented text path
     with pytest.warns(DeprecationWarning, match=r"use telemetry_enabled="):
         quiet = ReasonBlocks(live_streaming_enabled=False)
@@ -85,7 +98,7 @@ def test_ignored_combinations_are_said(caplog: pytest.LogCaptureFixture) -> None
     assert "export_runs_to_api=True needs an api_key" in said
     assert "steering_budget_s bounds rb-api calls" in said
     assert "capture_content is set but telemetry_enabled=False" in said
-    with pytest.raises(ValueError, match="evaluation_events must be one of 'logs', 'span', 'both'"):
+    with pytest.raises(ValueError, match="evaluation_events: expected 'logs', 'span' or 'both'"):
         ReasonBlocks(evaluation_events="nowhere")
 
 

@@ -14,7 +14,7 @@ from components import debian_binary
 
 from rb_otel.cli import main
 from rb_otel.demo.scenarios import SCENARIOS
-from rb_otel.report import load_runs, render_report
+from rb_otel.report import ReportRun, ReportStep, load_runs, render_report
 
 #: Chromium's flags for a headless run that touches nothing outside it (a fresh profile is added per run).
 CHROMIUM_FLAGS = [
@@ -176,3 +176,50 @@ def test_the_readme_image_is_made_from_the_demo_page(tmp_path: Path) -> None:
     assert "demo-struggling" in page and "demo-stalled" in page and "failure: gave up" in page
     readme = (root / "README.md").read_text()
     assert "](docs/images/demo-report.png)" in readme and "make readme-image" in readme
+
+
+def _step_tokens(steplogs: Path) -> dict[str, list[int]]:
+    """Each run's tokens per step, as the demo's step logs (and its console table) have them, by agent."""
+    runs: dict[str, list[int]] = {}
+    agent = ""
+    for line in steplogs.read_text().splitlines():
+        record = json.loads(line)
+        if "agent_name" in record:
+            agent = record["agent_name"]
+            runs[agent] = []
+        else:
+            runs[agent].append(int(record["tokens"]))
+    return runs
+
+
+def test_the_page_shows_tokens_per_step_per_run_and_in_all(demo_traces: Path, tmp_path: Path) -> None:
+    """The page's tokens are the numbers the other views give: each step's as the demo's table and step log have
+    it, each run's (in its header) as ``report --summary`` counts it, and the page's sum of them."""
+    page = tmp_path / "tokens.html"
+    summary = tmp_path / "summary.json"
+    assert main(["report", str(demo_traces), "--out", str(page)]) == 0
+    assert main(["report", str(demo_traces), "--summary", "--json", str(summary)]) == 0
+    per_run = {row["agent"]: row["tokens_per_run"] for row in json.loads(summary.read_text())["runs"]}
+    per_step = _step_tokens(demo_traces.parent / "steplogs.jsonl")
+    assert set(per_run) == set(per_step) and all(per_run.values())  # one run per demo agent, each with usage
+    text = page.read_text()
+    sections = text.split("<h2>")[1:]
+    assert len(sections) == len(per_run)
+    for section in sections:
+        agent = section.split(" <small", 1)[0]
+        header = re.search(r'<p class="meta">(.*?)</p>', section)
+        assert header is not None and f" · {int(per_run[agent]):,} tokens · " in header.group(1), header
+        shown = [int(n.replace(",", "")) for n in re.findall(r"<summary>step \d+ · .*? · ([\d,]+) tokens", section)]
+        assert shown == per_step[agent], agent
+    assert f"<p>{len(per_run)} runs, {int(sum(per_run.values())):,} tokens.</p>" in text
+
+
+def test_a_run_whose_calls_reported_no_usage_shows_unknown_not_0() -> None:
+    step = ReportStep(index=0, start=0.0, end=1.0, state="NORMAL", difficulty=0.5, model="m", routed_model="")
+    run = ReportRun(run_id="r1", agent="quiet", outcome="success", start=0.0, end=1.0, trace_id="t",
+                    steps=[step], attributes={"rb.usage.unreported": 1})  # fmt: skip
+    text = render_report([run])
+    header = re.search(r'<p class="meta">(.*?)</p>', text)
+    assert header is not None and " · tokens not reported · " in header.group(1)
+    assert "<summary>step 0 · NORMAL · 0.500 · 1000 ms · tokens not reported</summary>" in text
+    assert "<p>1 runs, 0 tokens (1 run(s) reported no usage).</p>" in text

@@ -188,16 +188,12 @@ def test_a_failing_emitter_never_breaks_the_run() -> None:
     assert len(drive(s, [None, HARD])) == 2
 
 
-@pytest.mark.filterwarnings("ignore:the monitor_scores:DeprecationWarning")  # an old-style hook, on purpose
 def test_fan_out_delivers_the_optional_events_to_the_emitters_that_have_them() -> None:
     from rb_otel.steering.emitters import FanOutEmitter
 
     class Stopping(Recorder):
         def stopped(self, run_id: str, entry: StepLogEntry) -> None:
             self.events.append(("stopped", entry.step))
-
-        def run_risk(self, run_id: str, risk: float) -> None:
-            raise RuntimeError("risk sink down")  # logged and dropped; the others still hear the rest
 
     plain, stopping = Recorder(), Stopping()
     s = make(emitter=FanOutEmitter([stopping, plain]), run_id="r")
@@ -207,19 +203,6 @@ def test_fan_out_delivers_the_optional_events_to_the_emitters_that_have_them() -
     s.finish()
     assert stopping.events == [("run_start", "r"), ("step", 0), ("stopped", 1), ("run_finish", "stopped")]
     assert plain.events == [("run_start", "r"), ("step", 0), ("run_finish", "stopped")]
-
-
-@pytest.mark.filterwarnings("ignore:the monitor_scores:DeprecationWarning")  # an old-style hook, on purpose
-def test_a_failing_monitor_scores_hook_does_not_lose_the_step() -> None:
-    class BrokenScores(Recorder):
-        def monitor_scores(self, run_id: str, step: int, scores: Any) -> None:
-            raise RuntimeError("scores sink down")
-
-    rec = BrokenScores()
-    s = make(emitter=rec)
-    drive(s, [None, *[HARD] * 12])
-    assert any(e.monitors_fired for e in s.step_log)  # so the hook was called, and raised
-    assert [e for e in rec.events if e[0] == "step"] == [("step", i) for i in range(13)]
 
 
 def test_bad_thought_type_is_rejected_and_the_log_is_kept() -> None:

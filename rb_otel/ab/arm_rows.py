@@ -57,13 +57,6 @@ def _int(run: ReportRun, key: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _tokens(run: ReportRun) -> int | None:
-    """The run's tokens; ``None`` when none of its model calls reported usage (unknown, not 0)."""
-    if "rb.tokens" not in run.attributes and _int(run, "rb.usage.unreported"):
-        return None
-    return _int(run, "rb.tokens") or sum(s.input_tokens + s.output_tokens for s in run.steps)
-
-
 def arm_runs(runs: Iterable[ReportRun]) -> list[ArmRun]:
     """The :class:`ArmRun` of every run (read from trace files) that belongs to an experiment."""
     out = []
@@ -83,7 +76,7 @@ def arm_runs(runs: Iterable[ReportRun]) -> list[ArmRun]:
                 unit="" if unit is None else str(unit),
                 outcome=run.outcome,
                 start_ns=round(run.start * 1e9),
-                tokens=_tokens(run),
+                tokens=run.tokens,
                 partly_unreported=bool(_int(run, "rb.usage.unreported")),
                 steps=_int(run, "rb.steps") or len(run.steps),
                 max_state=str(attributes.get("rb.max_state") or run.most_severe or ""),

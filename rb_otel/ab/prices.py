@@ -51,6 +51,8 @@ def load_prices(path: str | Path) -> Prices:
         raw = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{source}: cannot read the price file ({exc})") from None
+    except UnicodeDecodeError:  # a binary file: its name, not a bare codec error
+        raise ValueError(f"{source}: not a price file (not UTF-8 text: a binary file?)") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{source}: expected an object of model -> {{input, output, cache_read}}")
     table = {}

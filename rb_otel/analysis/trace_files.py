@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rb_otel.files import not_a_file
 from rb_otel.importers.detect import detect, directory_files
 from rb_otel.importers.model import RecordError
 
@@ -74,7 +75,7 @@ def trace_files(paths: Sequence[str | Path]) -> TraceFiles:
                     out.skipped.append(f"{file.name} ({reason.split(' (', 1)[0]})")
             continue
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such trace file or folder")
+            raise FileNotFoundError(f"{path}: {not_a_file(path, 'no such trace file or folder')}")
         reason = not_traces(path)
         if reason is not None:
             raise ValueError(f"{path}: {reason}")

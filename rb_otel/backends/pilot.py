@@ -7,10 +7,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from rb_otel.backends.baselines.cache import BaselineCache
+from rb_otel.backends.baselines.errors import SummaryStoreError
+from rb_otel.backends.baselines.model_cache import ModelCache
+from rb_otel.backends.baselines.models import model_store_of
+from rb_otel.steering.checks import check_bool, expected
 from rb_otel.steering.pilot import BaselineSource, PilotModel, PilotRun, SummaryStore
 from rb_otel.steering.pilot.kinds import checked_kind
 
 __all__ = ["PilotScorer"]
+
+
+def _check_arguments(model: object, baselines: object, learned: object) -> None:
+    """Wrong types fail here, naming the keyword (what each accepts: :class:`PilotScorer`)."""
+    if model is not None and not isinstance(model, PilotModel | str | Path):
+        raise expected("model", "a PilotModel, a model file (a str or Path) or None", model)
+    if baselines is not None and not isinstance(baselines, str | Path | BaselineSource | SummaryStore):
+        raise expected("baselines", "a baseline store URL or path, a SummaryStore, a BaselineSource or None", baselines)
+    check_bool("learned", learned)
 
 
 class PilotScorer:
@@ -27,6 +40,11 @@ class PilotScorer:
     (``RB_OTEL_PILOT_BASELINES``, else in memory, this process only). Runs of one agent
     (``start_run(agent=...)``, a key from :func:`~rb_otel.steering.pilot.baselines.agent_key`) share a baseline;
     concurrent runs are safe; the store is read when a run starts and written after it ends, never on a step.
+
+    ``learned``: with no ``model`` given and a store that keeps learned models (SQLite, Redis), a run of an agent
+    that ``rb-otel train --watch`` has fitted is scored by that agent's model, picked up within a minute of being
+    written (:class:`~rb_otel.backends.baselines.model_cache.ModelCache`), and its ``rb.scorer`` says so
+    (``pilot/agent:<key>@<labels>``, :meth:`name_for`); its SLOW and SKIP are those its own record earned.
     """
 
     def __init__(
@@ -35,18 +53,29 @@ class PilotScorer:
         baselines: BaselineSource | SummaryStore | str | Path | None = None,
         *,
         agent_kind: str | None = None,
+        learned: bool = True,
     ) -> None:
+        _check_arguments(model, baselines, learned)
         self.agent_kind = checked_kind(agent_kind)
         #: The scorer picks each run's model by its kind (no model was given): integrations pass ``kind=``.
         self.chooses_by_kind = model is None
         self.model = model if isinstance(model, PilotModel) else PilotModel.load(model)
         self._by_kind: dict[str, PilotModel] = {}
-        self.baselines: BaselineSource = (
-            baselines
-            if isinstance(baselines, BaselineSource) and not isinstance(baselines, SummaryStore)
-            else BaselineCache(baselines)
-        )
+        try:
+            self.baselines: BaselineSource = (
+                baselines
+                if isinstance(baselines, BaselineSource) and not isinstance(baselines, SummaryStore)
+                else BaselineCache(baselines)
+            )
+        except SummaryStoreError as exc:  # the URL is named already: say which argument it came from
+            raise SummaryStoreError(f"baselines: {exc}") from None
         self.name = self.model.version
+        models = model_store_of(getattr(self.baselines, "summaries", None))
+        #: The agents' learned models (``None``: a model was given, or the store keeps none). Their store is the
+        #: baseline cache's, which announces its outages: this cache logs them at debug (one failure, one line).
+        self.models = (
+            ModelCache(models, warn=False) if learned and self.chooses_by_kind and models is not None else None
+        )
 
     def model_for(self, kind: str = "") -> PilotModel:
         """The model a run of ``kind`` is scored with (the class docstring's order)."""
@@ -58,9 +87,14 @@ class PilotScorer:
             model = self._by_kind.setdefault(chosen, PilotModel.default_for(chosen))
         return model
 
-    def name_for(self, kind: str = "") -> str:
-        """``rb.scorer`` of a run of ``kind``: its model's version."""
-        return self.model_for(kind).version
+    def name_for(self, kind: str = "", agent: str = "") -> str:
+        """``rb.scorer`` of a run of ``kind`` and ``agent``: its agent's learned model
+        (``pilot/agent:<key>@<labels>``) when there is one, else its model's version."""
+        learned = self.models.get(agent) if self.models is not None and agent else None
+        return learned.name if learned is not None else self.model_for(kind).version
 
     def start_run(self, agent: str = "", task_id: str = "", kind: str = "") -> PilotRun:
+        learned = self.models.get(agent) if self.models is not None and agent else None
+        if learned is not None and learned.pilot is not None:
+            return PilotRun(learned.pilot, self.baselines, agent)
         return PilotRun(self.model_for(kind), self.baselines, agent)

@@ -8,6 +8,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from rb_otel.cli.checks import ArgumentProblem, check_arguments
+from rb_otel.cli.label import add_label
 from rb_otel.cli.output import check_outputs
 from rb_otel.cli.pilot import add_baselines, add_train
 from rb_otel.cli.reports import add_reports
@@ -31,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train(sub, formats)
     add_reports(sub)
     add_baselines(sub)
+    add_label(sub, formats)
     for command in sub.choices.values():
         command.set_defaults(command_parser=command)  # an unknown flag is answered with the command's own usage
     return parser
@@ -60,9 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     _configure_logging(args.verbose)
     try:
-        check_outputs(args)  # before any work: nothing is done that cannot be saved
+        check_arguments(args)  # before any work, and before the outputs: a bad flag touches no file
+        check_outputs(args)  # before any work: nothing is done that cannot be saved, nor over an input
         code: int = args.func(args)
-    except OutputError as exc:  # from the check, or a write that failed all the same (a full disk)
+    except (ArgumentProblem, OutputError) as exc:  # from the checks, or a write that failed all the same
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C, also while waiting on an export: a line, not a traceback

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rb_otel.cli.inputs import INPUT, OUTPUT, VALUE, declare
 from rb_otel.cli.output import emit_json, json_option, json_path, outputs
 from rb_otel.cli.sources import add_source_options, source_filter
 
@@ -20,6 +21,8 @@ def _train(args: argparse.Namespace) -> int:
     from rb_otel.importers import RecordError
     from rb_otel.training import TrainingError, train
 
+    if args.watch or args.store is not None:
+        return _watch(args)
     progress = Progress(enabled=not args.quiet)
     try:
         result = train(
@@ -61,6 +64,19 @@ def _train(args: argparse.Namespace) -> int:
         skip = "SKIP off (no threshold kept the false-stop budget on runs it never saw); SLOW on"
     print(f"wrote {result.written}{forced}: {result.model.version}, {skip}", file=sys.stderr)
     return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """``--watch --store URL``: :func:`rb_otel.training.watch.watch_command`."""
+    if not (args.watch and args.store):
+        print("error: --watch and --store go together (train --watch --store URL refits into that store)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    from rb_otel.training.watch import watch_command
+
+    options = {"format": args.format, "where": source_filter(args), "engine": args.engine}
+    return watch_command(args.paths, args.store, interval=args.interval, polls=args.polls, labels=args.labels,
+                         read_options=options, max_false_stops=args.max_false_stops)  # fmt: skip
 
 
 def _baselines(args: argparse.Namespace) -> int:
@@ -143,10 +159,19 @@ def add_train(sub: Any, formats: list[str]) -> None:
         "cross-fitted folds only)",
     )
     tr.add_argument("--force", action="store_true", help="write the model even when the report does not trust it")
+    tr.add_argument("--watch", action="store_true", help="keep polling SOURCE and refit each agent into --store "
+                    "whenever its labelled runs have grown by half (from 50): one process per fleet")  # fmt: skip
+    tr.add_argument("--store", default=None, metavar="URL", help="with --watch: the baseline store the workers use "
+                    "(sqlite:///path.db, redis://host:port/db); trusted models are written there")  # fmt: skip
+    tr.add_argument("--interval", type=float, default=60.0, metavar="SECONDS", help="with --watch: seconds between "
+                    "polls (1 to 86400; default 60)")  # fmt: skip
+    tr.add_argument("--polls", type=int, default=None, metavar="N", help="with --watch: stop after N polls "
+                    "(default: until interrupted)")  # fmt: skip
     tr.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
     json_option(tr)
     tr.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, plain lines in a log)")
     tr.set_defaults(func=_train)
+    declare(tr, labels=INPUT, out=OUTPUT, store=OUTPUT)  # the store --watch writes its models in
     outputs(tr, lambda args: [Path(args.out), *json_path(args)])
 
 
@@ -157,4 +182,5 @@ def add_baselines(sub: Any) -> None:
     json_option(bl)
     bl.add_argument("--forget", default=None, metavar="AGENT", help="drop this agent's baseline (its key, as listed)")
     bl.set_defaults(func=_baselines)
+    declare(bl, url=INPUT, forget=VALUE)
     outputs(bl, json_path)

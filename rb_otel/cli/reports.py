@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rb_otel.cli.inputs import INPUT, OUTPUT, VALUE, declare
 from rb_otel.cli.output import emit_json, json_option, json_path, outputs, write
 from rb_otel.cli.sources import add_source_options, source_filter
 
@@ -134,6 +135,7 @@ def add_reports(sub: Any) -> None:
                     "filters apply) to standard error")  # fmt: skip
     json_option(rp)
     rp.set_defaults(func=_report)
+    declare(rp, out=OUTPUT)
     outputs(rp, lambda args: json_path(args) if _summarises(args) else [Path(args.out)])
     ab = sub.add_parser("ab-report", help="an A/B experiment's report from trace files, a chdb folder or a "
                         "ClickHouse server (computed in the store)")  # fmt: skip
@@ -150,4 +152,5 @@ def add_reports(sub: Any) -> None:
                     "(where the filters apply) to standard error")  # fmt: skip
     json_option(ab)
     ab.set_defaults(func=_ab_report)
+    declare(ab, experiment=VALUE, prices=INPUT)
     outputs(ab, json_path)

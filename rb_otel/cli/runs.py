@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rb_otel.cli.checks import ArgumentProblem, at_least, checks, free_port, seconds
+from rb_otel.cli.inputs import INPUT, OUTPUT, OUTPUT_FOLDER, declare
 from rb_otel.cli.output import emit_json, json_option, json_path, outputs, write
 from rb_otel.cli.progress import Progress
 from rb_otel.cli.sources import add_source_options, source_filter
@@ -26,7 +28,11 @@ def _demo(args: argparse.Namespace) -> int:
     from rb_otel.demo.runner import demo_providers
 
     out = Path(args.out)
-    providers = demo_providers(out, args.prometheus_port)
+    try:
+        providers = demo_providers(out, args.prometheus_port)
+    except (OSError, ValueError, RuntimeError) as exc:  # the port taken since the check, the extra not installed
+        print(f"error: cannot start the demo's exporters: {exc}", file=sys.stderr)
+        return 2
     options = DemoOptions(
         out_dir=out,
         scenarios=args.scenario or list(SCENARIOS),
@@ -35,13 +41,34 @@ def _demo(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         quiet=args.quiet,
         providers=providers,
-        experiment_units=args.experiment,
+        experiment_units=args.experiment or 0,
     )
     try:
         run_demo(options)
     finally:
         providers.shutdown()
     return _report_delivery(providers, quiet=args.quiet)
+
+
+def _check_demo(args: argparse.Namespace) -> None:
+    """The demo's numbers and its metrics port, before anything runs (:mod:`rb_otel.cli.checks`)."""
+    import os
+
+    from rb_otel.telemetry.setup import DEFAULT_PROMETHEUS_HOST, DEFAULT_PROMETHEUS_PORT
+
+    at_least("--repeat", args.repeat, 1, "the scenarios run at least once")
+    if args.experiment is not None:
+        at_least("--experiment", args.experiment, 1, "the experiment needs at least one user")
+    seconds("--hold", args.hold)
+    host = os.environ.get("OTEL_EXPORTER_PROMETHEUS_HOST", DEFAULT_PROMETHEUS_HOST)
+    if args.prometheus_port is not None:
+        free_port("--prometheus-port", args.prometheus_port, host)
+    elif "prometheus" in os.environ.get("OTEL_METRICS_EXPORTER", "").lower():
+        name = "OTEL_EXPORTER_PROMETHEUS_PORT"
+        raw = os.environ.get(name, "").strip()
+        if raw and not raw.isdigit():
+            raise ArgumentProblem(f"{name}={raw!r}: a port is a number between 1 and 65535 (0: any free port)")
+        free_port(name, int(raw) if raw else DEFAULT_PROMETHEUS_PORT, host)
 
 
 def _report_delivery(providers: Any, *, quiet: bool = False) -> int:
@@ -155,6 +182,12 @@ def _files_progress(args: argparse.Namespace, name: str) -> tuple[Progress, Call
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    if args.online:
+        from rb_otel.evaluation.online import online_command
+
+        options = {"format": args.format, "where": source_filter(args), "engine": args.engine}
+        return online_command(args.paths, labels=args.labels, out=args.json, seed=args.seed, read_options=options,
+                              quiet=args.quiet)  # fmt: skip
     from rb_otel.evaluation import EvaluationError, evaluate
     from rb_otel.importers import RecordError
 
@@ -216,12 +249,13 @@ def add_demo(sub: Any) -> None:
         help="serve metrics for a Prometheus scrape on 127.0.0.1:PORT (0: any free port)",
     )
     demo.add_argument("--hold", type=float, default=0.0, help="keep serving metrics this many seconds after")
-    demo.add_argument("--repeat", type=int, default=1, help="run the scenarios this many times")
+    demo.add_argument("--repeat", type=int, default=1, help="run the scenarios this many times (1 or more)")
     demo.add_argument("--quiet", action="store_true", help="print nothing")
-    demo.add_argument(
-        "--experiment", type=int, default=0, metavar="USERS", help="also run an A/B experiment and print its report"
-    )
+    demo.add_argument("--experiment", type=int, default=None, metavar="USERS",
+                      help="also run an A/B experiment with USERS users (1 or more) and print its report")  # fmt: skip
     demo.set_defaults(func=_demo)
+    checks(demo, _check_demo)
+    declare(demo, out=OUTPUT_FOLDER)
     outputs(demo, lambda args: demo_outputs(Path(args.out)))
 
 
@@ -235,6 +269,7 @@ def add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     rep.add_argument("--out", default="out", help="directory for the OTLP-JSON files (when not exporting OTLP)")
     rep.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, plain lines in a log)")
     rep.set_defaults(func=_replay)
+    declare(rep, paths=INPUT, labels=INPUT, out=OUTPUT_FOLDER)
     outputs(rep, _replay_files)
     ev = sub.add_parser("evaluate", help="replay labelled runs and measure how well steering flags failures")
     add_source_options(
@@ -248,6 +283,20 @@ def add_replay_and_evaluate(sub: Any, formats: list[str]) -> None:
     ev.add_argument("--format", default="auto", choices=formats, help="input format (default: detected)")
     json_option(ev)
     ev.add_argument("--html", default=None, help="write an HTML report with plots (calibration, stopping) here")
+    ev.add_argument(
+        "--online",
+        action="store_true",
+        help="replay prequentially: each run scored by the model its "
+        "agent had when it started, refitted on train --watch's schedule (--json: one object per run)",
+    )
+    ev.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="with --online: replay each agent's runs in a fixed "
+        "shuffled order (for data with no time order; default: file order)",
+    )
     ev.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, plain lines in a log)")
     ev.set_defaults(func=_evaluate)
+    declare(ev, labels=INPUT, pilot_model=INPUT, html=OUTPUT)
     outputs(ev, lambda args: [*json_path(args), *([Path(args.html)] if args.html else [])])

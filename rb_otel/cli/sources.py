@@ -10,6 +10,8 @@ import argparse
 import datetime
 from typing import TYPE_CHECKING, Any
 
+from rb_otel.cli.inputs import INPUT, VALUE, declare
+
 if TYPE_CHECKING:
     from rb_otel.analysis import FleetFilter
 
@@ -35,6 +37,7 @@ def add_filters(parser: Any) -> None:
     parser.add_argument("--until", type=_moment, default=None, help="runs starting before (ISO date/time, UTC)")
     parser.add_argument("--agent", default=None, help="only this agent (gen_ai.agent.name)")
     parser.add_argument("--service", default=None, help="only this service (service.name)")
+    declare(parser, agent=VALUE, service=VALUE)
 
 
 def add_source_options(parser: Any, *, files: str, engine: str) -> None:
@@ -45,6 +48,7 @@ def add_source_options(parser: Any, *, files: str, engine: str) -> None:
     parser.add_argument("paths", nargs="+", metavar="SOURCE", help=f"{files}, or one URL: {URLS}")
     parser.add_argument("--engine", default="python", choices=ENGINES, help=engine)
     add_filters(parser)
+    declare(parser, paths=INPUT)
 
 
 def source_filter(args: argparse.Namespace) -> FleetFilter:

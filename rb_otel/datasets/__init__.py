@@ -4,7 +4,15 @@ machine without them gets them from their public origins (``python -m rb_otel.da
 ``make data``). Only the development pipeline (:mod:`rb_otel.training.development`), the research scripts, the
 benchmarks and the tests import it; a steered agent never does."""
 
-from rb_otel.datasets.root import DATA_ENV, FETCH_COMMAND, DataNotFound, data_root, find_data_root, repository_root
+from rb_otel.datasets.root import (
+    DATA_ENV,
+    FETCH_COMMAND,
+    DataNotFound,
+    data_root,
+    find_data_root,
+    holds_records,
+    repository_root,
+)
 from rb_otel.datasets.unpack import CACHE_ENV, cache_folder, source_folder
 
 __all__ = [
@@ -15,6 +23,7 @@ __all__ = [
     "cache_folder",
     "data_root",
     "find_data_root",
+    "holds_records",
     "repository_root",
     "source_folder",
 ]

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rb_otel.datasets.fetch import DEFAULT_MIRROR, fetch
+from rb_otel.datasets.fetch import DEFAULT_MIRROR, Unreachable, fetch
 from rb_otel.datasets.manifest import MANIFEST, build_manifest, load_manifest, manifest_text
 from rb_otel.datasets.root import DataNotFound, data_root, repository_root
 
@@ -54,6 +54,9 @@ def _fetch(args: argparse.Namespace) -> int:
     try:
         results = fetch(chosen, args.into, mirror=args.mirror, jobs=args.jobs,
                         progress=lambda line: print(line, file=sys.stderr, flush=True))  # fmt: skip
+    except Unreachable as exc:  # offline, or a wrong --mirror: one line, not one per file
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"interrupted: what was downloaded is kept in {args.into / '.partial'}; run again to continue",
               file=sys.stderr)  # fmt: skip

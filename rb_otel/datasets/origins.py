@@ -222,4 +222,12 @@ ORIGINS: tuple[Origin, ...] = (
         _MINI_SWE_AGENT_LICENCE,
         _as_is,
     ),
+    Origin(
+        "signal/terminal_bench_claude_code",
+        "NJU-LINK/CodeTracer",
+        "2d302191dd07e7c0c2da6f7a5e9451c7cbb62d34",
+        'MIT (the repository\'s LICENSE.md: "Copyright (c) 2025 Kilian A. Lieret and Carlos E. Jimenez")',
+        ("LICENSE.md",),
+        _as_is,
+    ),
 )

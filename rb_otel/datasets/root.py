@@ -11,6 +11,10 @@ checkout finds them, in this order:
 The layout is the same in all three: ``io_harness/``, ``openhands/``, ``swe_agent/``, ``tau_bench/`` and
 ``signal/``, where each signal source is a folder or a ``.tar.xz`` archive of that folder
 (:func:`rb_otel.datasets.source_folder` reads either).
+
+A folder counts only when it holds at least one source (:func:`holds_records`): ``make data`` puts a source in
+place whole or not at all, so a ``data/`` that an interrupted or offline run left with nothing but work in progress
+(``data/.partial/``) is not a data root, and the tests that need records skip, naming what to run.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["DATA_ENV", "FETCH_COMMAND", "DataNotFound", "data_root", "find_data_root", "repository_root"]
+__all__ = [
+    "DATA_ENV",
+    "FETCH_COMMAND",
+    "SOURCE_FOLDERS",
+    "DataNotFound",
+    "data_root",
+    "find_data_root",
+    "holds_records",
+    "repository_root",
+]
 
 DATA_ENV = "RB_OTEL_DATA"
 """A folder holding the development records, in the layout of ``../shared/data`` (or of what ``make data``
@@ -27,6 +40,10 @@ writes). Takes precedence over the folders looked for by default."""
 
 #: What gets the records on a machine that has none (the hint every "not found" message ends with).
 FETCH_COMMAND = "make data"
+
+#: The data root's sources outside ``signal/`` (each a folder); under ``signal/`` each is a folder or a ``.tar.xz``.
+SOURCE_FOLDERS = ("io_harness", "openhands", "swe_agent", "tau_bench")
+_ARCHIVE = ".tar.xz"
 
 
 class DataNotFound(LookupError):
@@ -49,17 +66,35 @@ def _candidates() -> list[tuple[str, Path]]:
     ]
 
 
+def holds_records(folder: Path) -> bool:
+    """Whether ``folder`` holds at least one development source: one of :data:`SOURCE_FOLDERS`, or a folder or
+    ``.tar.xz`` under ``signal/``. (A source's folder appears only whole, so one that is there is complete.)"""
+    if any((folder / name).is_dir() for name in SOURCE_FOLDERS):
+        return True
+    signal = folder / "signal"
+    try:
+        entries = list(signal.iterdir()) if signal.is_dir() else []
+    except OSError:
+        return False
+    return any(e.is_dir() or (e.name.endswith(_ARCHIVE) and e.is_file()) for e in entries)
+
+
 def find_data_root(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The data root, or ``None`` when there is none; :class:`DataNotFound` when ``RB_OTEL_DATA`` is set to
-    something that is not a folder."""
+    """The data root, or ``None`` when there is none (a folder that holds no source is none); :class:`DataNotFound`
+    when ``RB_OTEL_DATA`` is set to something that is not a folder, or to one that holds no source."""
     environ = os.environ if environ is None else environ
     chosen = environ.get(DATA_ENV, "").strip()
     if chosen:
         path = Path(chosen).expanduser()
         if not path.is_dir():
             raise DataNotFound(f"{DATA_ENV}={chosen} is not a folder")
+        if not holds_records(path):
+            raise DataNotFound(
+                f"{DATA_ENV}={chosen} holds no development source (none of {', '.join(SOURCE_FOLDERS)} or "
+                f"signal/*); run `{FETCH_COMMAND}` or point it at a data root"
+            )
         return path
-    return next((path for _, path in _candidates() if path.is_dir()), None)
+    return next((path for _, path in _candidates() if path.is_dir() and holds_records(path)), None)
 
 
 def data_root(environ: Mapping[str, str] | None = None) -> Path:
@@ -68,7 +103,9 @@ def data_root(environ: Mapping[str, str] | None = None) -> Path:
     found = find_data_root(environ)
     if found is not None:
         return found
-    looked = [f"{DATA_ENV} (not set)"] + [f"{path} ({what})" for what, path in _candidates()]
+    looked = [f"{DATA_ENV} (not set)"] + [
+        f"{path} ({what}{', no complete source in it' if path.is_dir() else ''})" for what, path in _candidates()
+    ]
     raise DataNotFound(
         f"no development records: looked at {', '.join(looked)}; run `{FETCH_COMMAND}` to download them "
         f"from their public origins, or set {DATA_ENV}"

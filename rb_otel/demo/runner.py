@@ -55,6 +55,15 @@ class DemoOptions:
     providers: Providers | None = None  # tests inject in-memory providers
     experiment_units: int = 0  # > 0: also run the A/B experiment with this many users and print its report
 
+    def __post_init__(self) -> None:
+        """A run that would do nothing is refused before it writes anything (an empty page over a full one)."""
+        if self.repeat < 1:
+            raise ValueError(f"repeat must be 1 or more, got {self.repeat!r}")
+        if self.experiment_units < 0:
+            raise ValueError(f"experiment_units must be 0 (none) or more, got {self.experiment_units!r}")
+        if not self.hold_seconds >= 0:
+            raise ValueError(f"hold_seconds must be 0 or more, got {self.hold_seconds!r}")
+
 
 def _run_scenario(rb: ReasonBlocks, scenario: Scenario, agent_model: ScriptedChatModel) -> RunResult:
     mw = rb.middleware(

@@ -11,8 +11,9 @@ from rb_otel.analysis.fleet import FleetFilter
 from rb_otel.analysis.imported import source_runs
 from rb_otel.evaluation.caveats import LABELS_HINT
 from rb_otel.importers.detect import NotRuns, input_files, no_runs
-from rb_otel.importers.labels import Labels, failed_of
+from rb_otel.importers.labels import Labels, failed_of, with_recorded
 from rb_otel.importers.model import ImportProblem, RecordError, ReplayResult
+from rb_otel.importers.outcome_events import recorded_outcomes
 from rb_otel.importers.reading import SeenRuns, not_runs_problem
 from rb_otel.importers.replay import replay, replay_runs
 from rb_otel.steering.scoring import Scorer
@@ -43,7 +44,10 @@ def replay_files(
 ) -> Replayed:
     """Every run in ``paths`` (files, or folders read in path order), replayed with ``scorer`` and nothing
     exported. Inside a folder, a file of no run format is passed over (said once) and a bad one is a problem line;
-    a file named on its own raises instead. ``EvaluationError`` when no run is found."""
+    a file named on its own raises instead. ``EvaluationError`` when no run is found. The outcome events among
+    ``paths`` set outcomes too, behind ``outcomes`` (:func:`~rb_otel.importers.outcome_events.recorded_outcomes`)."""
+    paths, recorded = recorded_outcomes(paths)
+    outcomes = with_recorded(outcomes, recorded)
     results: list[ReplayResult] = []
     problems: list[ImportProblem] = []
     passed_over: list[Path] = []
@@ -90,7 +94,10 @@ def replay_trace_source(
     outcomes: Labels | None,
     progress: Callable[[str, int], None] | None,
 ) -> Replayed:
-    """The runs of one trace store (``paths``: its URL) that ``where`` selects, replayed with ``scorer``."""
+    """The runs of one trace store (``paths``: its URL) that ``where`` selects, replayed with ``scorer``; the
+    outcome events recorded there set outcomes too, behind ``outcomes``."""
+    paths, recorded = recorded_outcomes(paths)
+    outcomes = with_recorded(outcomes, recorded)
     found = source_runs(paths, where, engine=engine)
     tracer_provider, meter_provider = silent_providers()  # measuring only: nothing is exported
     results = replay_runs(found.runs, identity=found.shown, scorer=scorer, labels=outcomes,

@@ -50,11 +50,17 @@ class AdapterMethods:
         return self._anthropic_session(run_id, agent_name, task, model, metadata)
 
     def _anthropic_session(
-        self, run_id: str | None, agent_name: str, task: str, model: str, metadata: Mapping[str, Any]
+        self,
+        run_id: str | None,
+        agent_name: str,
+        task: str,
+        model: str,
+        metadata: Mapping[str, Any],
+        *,
+        tool_specs: Sequence[Mapping[str, Any]] | None = None,
     ) -> SteeringSession:
-        return self.session(
-            run_id=run_id, agent_name=agent_name, task=task, framework="anthropic", model=model, **metadata
-        )
+        return self.session(run_id=run_id, agent_name=agent_name, task=task, framework="anthropic", model=model,
+                            tools=tool_specs, **metadata)  # fmt: skip
 
     def anthropic_loop(
         self,
@@ -80,7 +86,7 @@ class AdapterMethods:
         :func:`~rb_otel.integrations.anthropic.run_messages_agent_loop`."""
         from rb_otel.integrations.anthropic import run_messages_agent_loop
 
-        session = self._anthropic_session(run_id, agent_name, task, model, metadata)
+        session = self._anthropic_session(run_id, agent_name, task, model, metadata, tool_specs=tool_specs)
         out = run_messages_agent_loop(
             client, model=model, messages=messages, tool_specs=tool_specs, dispatch=dispatch, system=system,
             max_steps=max_steps, max_tokens=max_tokens, session=session,
@@ -106,7 +112,7 @@ class AdapterMethods:
         """:meth:`anthropic_loop` for an ``anthropic.AsyncAnthropic`` client; ``dispatch`` may be async."""
         from rb_otel.integrations.anthropic import arun_messages_agent_loop
 
-        session = self._anthropic_session(run_id, agent_name, task, model, metadata)
+        session = self._anthropic_session(run_id, agent_name, task, model, metadata, tool_specs=tool_specs)
         out = await arun_messages_agent_loop(
             client, model=model, messages=messages, tool_specs=tool_specs, dispatch=dispatch, system=system,
             max_steps=max_steps, max_tokens=max_tokens, session=session,

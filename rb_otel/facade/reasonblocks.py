@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,13 @@ from rb_otel.backends.baselines.cache import BaselineCache
 from rb_otel.backends.pilot import PilotScorer
 from rb_otel.backends.rb_api import connect
 from rb_otel.facade.adapters import AdapterMethods
-from rb_otel.facade.arguments import DEFAULT_STEERING_BUDGET_S, check_arguments, resolve_legacy, warn_ignored
+from rb_otel.facade.arguments import (
+    DEFAULT_STEERING_BUDGET_S,
+    RUN_CHECKS,
+    check_arguments,
+    resolve_legacy,
+    warn_ignored,
+)
 from rb_otel.facade.scoring import resolve_scoring
 from rb_otel.integrations.steered_runs import RunFactory
 from rb_otel.steering.agent_keys import agent_key
@@ -24,7 +30,8 @@ from rb_otel.steering.emitters import FanOutEmitter
 from rb_otel.steering.etraces.store import PatternStore
 from rb_otel.steering.injections import BaseInjection, create_injections
 from rb_otel.steering.monitors.local import MonitorBackend
-from rb_otel.steering.pilot.kinds import checked_kind
+from rb_otel.steering.outcome import checked_outcome, checked_run_id
+from rb_otel.steering.pilot.kinds import checked_kind, tool_names
 from rb_otel.steering.routing import parse_model_routing, routing_ids
 from rb_otel.steering.scoring import Scorer
 from rb_otel.steering.scoring import score_step as _score_step
@@ -33,6 +40,7 @@ from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.steering.state import TraceStateManager
 from rb_otel.telemetry import MeterProvider, Telemetry, TracerProvider
 from rb_otel.telemetry.batch import DEFAULT_BATCH_WINDOW
+from rb_otel.telemetry.outcomes import RECENT_RUNS, emit_outcome, parse_traceparent
 from rb_otel.types import ExperimentArm, FSMState, RunFields
 
 if TYPE_CHECKING:
@@ -62,7 +70,8 @@ class ReasonBlocks(AdapterMethods):
     * **scoring**: ``scorer`` (``"heuristic"``, the default; ``"pilot"``; a ``Scorer``; a ``fn(thought)`` or
       ``fn(step, steps_so_far)``); with the pilot, ``pilot_model`` (a file ``rb-otel train`` wrote; default: the
       pilot of the run's kind of agent), ``agent_kind`` (``"coding"`` or ``"customer_service"``; default: inferred
-      per run from the agent's tools, a shell or file-editing tool meaning coding; recorded as ``rb.agent.kind``)
+      per run from the agent's tools, a shell, code-running, file-editing or code-reading tool meaning coding and no
+      tools meaning not known, the generic pilot; recorded as ``rb.agent.kind``)
       and ``baselines`` (``sqlite:///path.db``, ``redis://host:port/db``; default ``RB_OTEL_PILOT_BASELINES``, else
       memory; ``docs/fleet.md``).
     * **telemetry**: ``tracer_provider``, ``meter_provider``, ``logger_provider`` (else the global ones),
@@ -76,9 +85,10 @@ class ReasonBlocks(AdapterMethods):
       ``completion_hook`` (a GenAI ``CompletionHook`` each model call's messages are handed to, e.g. to upload
       them; default: the one ``OTEL_INSTRUMENTATION_GENAI_COMPLETION_HOOK`` names; the ``upload`` extra).
 
-    A contradictory or ignored combination is an error or a warning here, never a silent no-op. Deprecated, and
-    still accepted for this release with a ``DeprecationWarning``: ``score_fn`` (use ``scorer``),
-    ``live_streaming_enabled`` (use ``telemetry_enabled``), ``monitor_names`` (it never did anything).
+    A wrong type or value is a ``TypeError`` or ``ValueError`` naming the keyword and what it accepts; a
+    contradictory or ignored combination is an error or a warning here, never a silent no-op. ReasonBlocks' own
+    ``live_streaming_enabled`` (use ``telemetry_enabled``) and ``monitor_names`` (it never did anything) are
+    accepted with a ``DeprecationWarning``.
     """
 
     score_step = staticmethod(_score_step)
@@ -110,20 +120,11 @@ class ReasonBlocks(AdapterMethods):
         telemetry_batch_window: float = DEFAULT_BATCH_WINDOW,
         evaluation_events: str = "both",
         completion_hook: Any = None,
-        score_fn: Callable[[str], float] | None = None,
         live_streaming_enabled: bool | None = None,
         monitor_names: list[str] | None = None,
     ) -> None:
-        legacy = resolve_legacy(score_fn, scorer, live_streaming_enabled, telemetry_enabled, monitor_names)
-        scorer, telemetry_enabled = legacy.scorer, legacy.telemetry_enabled
-        check_arguments(
-            api_key=api_key,
-            fsm_thresholds=fsm_thresholds,
-            task_profile=task_profile,
-            monitor_weights=monitor_weights,
-            scorer=scorer,
-            steering_budget_s=steering_budget_s,
-        )
+        check_arguments({name: value for name, value in locals().items() if name != "self"})  # every keyword, first
+        telemetry_enabled = resolve_legacy(live_streaming_enabled, telemetry_enabled, monitor_names)
         warn_ignored(
             api_key=api_key,
             base_url=base_url,
@@ -309,12 +310,18 @@ class ReasonBlocks(AdapterMethods):
         task: str = "",
         framework: str = "custom",
         model: str = "",
+        tools: Iterable[Any] | None = None,
         **metadata: Any,
     ) -> SteeringSession:
-        """A ``SteeringSession`` exporting to OpenTelemetry, for agent loops without LangChain."""
+        """A ``SteeringSession`` exporting to OpenTelemetry, for agent loops without LangChain. ``tools`` are the
+        agent's tools (names, tool objects or their schemas): they say its kind of agent when ``agent_kind`` was
+        not given (rb_otel.steering.pilot.kinds); without them the kind is not known and the pilot's generic
+        default scores the run."""
+        check_arguments({"run_id": run_id, "tools": tools}, RUN_CHECKS)
         fields = RunFields(agent_name=agent_name, task=task, framework=framework, model=model)
         self.runs.watch_agent(agent_name)
-        return self.runs.open(fields, run_id=run_id, metadata=metadata).session
+        names = tool_names(tools) if tools is not None else None
+        return self.runs.open(fields, run_id=run_id, metadata=metadata, tools=names).session
 
     def middleware(
         self,
@@ -348,6 +355,7 @@ class ReasonBlocks(AdapterMethods):
         from rb_otel.integrations.langchain.middleware import ReasonBlocksMiddleware
         from rb_otel.integrations.langchain.state import StatefulReasonBlocksMiddleware
 
+        check_arguments({"run_id": run_id, "step_log_in_state": step_log_in_state, "steer": steer}, RUN_CHECKS)
         fields = RunFields(
             agent_name=agent_name,
             task=task,
@@ -404,6 +412,38 @@ class ReasonBlocks(AdapterMethods):
         if self._forced_runs is None:
             self._forced_runs = self.runs.with_telemetry(telemetry)
         return self._forced_runs
+
+    def record_outcome(
+        self,
+        run_id: str,
+        outcome: str | bool,
+        *,
+        score: float | None = None,
+        reason: str | None = None,
+        traceparent: str | None = None,
+    ) -> None:
+        """Record run ``run_id``'s outcome, known now: minutes or days after it ended, in this process or another.
+
+        ``outcome`` is ``"success"``, ``"failure"`` or a bool (``True``: success); ``score`` an optional number
+        (any scale: your evaluator's), ``reason`` optional free text (recorded only when content capture is on: a
+        failure message can quote anything). It becomes a ``gen_ai.evaluation.result`` log event
+        (``gen_ai.evaluation.name`` ``rb.run.outcome``, with ``rb.run_id``; docs/telemetry.md, "Outcomes") on this
+        object's logger provider, in the trace of the run's ``invoke_agent`` span when it is known: ``traceparent``
+        (what :meth:`traceparent` gave for the run where it ran), else a run this process ran (among its last
+        4,096), else none: readers join on ``rb.run_id``. ``rb-otel train`` and ``evaluate`` read these events
+        where the traces live. With ``telemetry_enabled=False`` nothing is emitted. A bad argument raises
+        ``ValueError``/``TypeError`` naming it; an export that fails is logged by the provider, never raised. Call
+        :meth:`flush` (or :meth:`close`) before a short-lived process exits."""
+        checked = checked_outcome(run_id, outcome, score, reason)
+        where = parse_traceparent(traceparent) if traceparent is not None else RECENT_RUNS.get(checked.run_id)
+        emit_outcome(self.telemetry.events.logger, checked, where, content=self.telemetry.content)
+
+    def traceparent(self, run_id: str) -> str | None:
+        """The W3C ``traceparent`` of run ``run_id``'s ``invoke_agent`` span (its latest part), when this process
+        ran it (among its last 4,096 runs) with telemetry on; keep it beside the run id to parent an outcome
+        recorded in another process (:meth:`record_outcome`)."""
+        known = RECENT_RUNS.get(checked_run_id(run_id))
+        return known.traceparent if known is not None else None
 
     def close(self, timeout: float = 5.0) -> None:
         """Drain the rb-api run exporter (if any), write the pilot's queued baselines (a shared store's), flush the

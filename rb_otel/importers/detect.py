@@ -13,7 +13,17 @@ from typing import Any
 from rb_otel.importers.formats.records import remember_document
 from rb_otel.importers.model import RecordError
 
-__all__ = ["FORMATS", "NotRuns", "detect", "directory_files", "holds_no_runs", "input_files", "no_runs"]
+__all__ = [
+    "FORMATS",
+    "STREAM_TYPES",
+    "NotRuns",
+    "detect",
+    "directory_files",
+    "holds_no_runs",
+    "input_files",
+    "is_recording_header",
+    "no_runs",
+]
 
 FORMATS = (
     "steplog",
@@ -28,6 +38,7 @@ FORMATS = (
     "mini_swe_agent",
     "mini_swe_agent_2",
     "otlp_json",
+    "claude_code",
 )
 _SNIFF_BYTES = 1 << 20
 
@@ -41,9 +52,20 @@ _NOT_RUN_NAME = re.compile(
     r"^(?:license|licence|copying|notice|readme|changelog|authors)(?:\..*)?$"  # documentation
     r"|.*-(?:wal|shm|journal)$"  # SQLite's side files
     # SWE-bench's reports and predictions, mini-swe-agent's summary, a leaderboard submission's metadata
-    r"|^(?:report|results_summary|submission|preds|all_preds)\.jsonl?$|^pred_.*\.json$|.*_eval\.json$",
+    r"|^(?:report|results_summary|submission|preds|all_preds)\.jsonl?$|^pred_.*\.json$|.*_eval\.json$"
+    r"|^run_metadata\.json$",  # Terminal-Bench's configuration of a run of the harness
     re.IGNORECASE,
 )
+
+
+#: The ``type`` of Claude Code's stream-json events (``claude -p --output-format stream-json``).
+STREAM_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event"})
+
+
+def is_recording_header(obj: Any) -> bool:
+    """Whether ``obj`` is the header line of an asciicast v2 or v3 terminal recording (read as the recording of a
+    Claude Code run's stream-json: :mod:`rb_otel.importers.formats.claude_code`)."""
+    return isinstance(obj, dict) and obj.get("version") in (2, 3) and ("width" in obj or "term" in obj)
 
 
 class NotRuns(RecordError):
@@ -92,6 +114,8 @@ def _line(obj: dict[str, Any]) -> str | None:
         return "steplog"
     if "role" in obj:
         return "openai_messages"
+    if obj.get("type") in STREAM_TYPES and "session_id" in obj:
+        return "claude_code"
     if "source" in obj and "timestamp" in obj and ("action" in obj or "observation" in obj):
         return "openhands"
     if {"type", "cascade_id", "trajectory_id", "step_index", "content_delta"} & obj.keys() or set(obj) == {"id"}:
@@ -122,6 +146,8 @@ def detect(path: Path) -> str:
             parsed = True
         except ValueError:
             first = None
+        if is_recording_header(first):
+            return "claude_code"
         if isinstance(first, dict):
             found = _line(first)
     if found is None:

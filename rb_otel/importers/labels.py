@@ -19,7 +19,7 @@ from rb_otel.importers.formats.records import load_json
 from rb_otel.importers.formats.swebench import run_statuses
 from rb_otel.importers.model import RecordError
 
-__all__ = ["Labels", "failed_of", "load_labels"]
+__all__ = ["Labels", "failed_of", "load_labels", "with_recorded"]
 
 _FAILED_LISTS = ("unresolved", "unresolved_ids", "error", "error_ids", "empty_patch", "empty_patch_ids")
 
@@ -42,6 +42,17 @@ class Labels(Mapping[str, bool]):
         self._outcomes = dict(outcomes)
         # SWE-bench results.json listing only resolved ids: every other run of the evaluation failed.
         self.resolved_only = resolved_only
+        self._recorded: Labels | None = None  # outcome events, for the runs this file says nothing of (beside)
+
+    def beside(self, recorded: Labels | None) -> Labels:
+        """These labels with ``recorded`` (the outcome events where the runs live) behind them: a run this file
+        names keeps this file's outcome (the file given on the command line wins); a run it does not name takes
+        the recorded one, before a ``resolved_only`` file's implied failure."""
+        if recorded is None:
+            return self
+        both = Labels(f"{self.path} and {recorded.path}", self._outcomes, resolved_only=self.resolved_only)
+        both._recorded = recorded
+        return both
 
     def __getitem__(self, key: str) -> bool:
         return self._outcomes[key]
@@ -59,7 +70,16 @@ class Labels(Mapping[str, bool]):
         for key in (run_id, run_id.removesuffix(".json").removesuffix(".traj"), instance):
             if key in self._outcomes:
                 return self._outcomes[key]
+        recorded = self._recorded.outcome_of(run_id) if self._recorded is not None else None
+        if recorded is not None:
+            return recorded
         return False if self.resolved_only else None
+
+
+def with_recorded(labels: Labels | None, recorded: Labels | None) -> Labels | None:
+    """``labels`` (a ``--labels`` file) with the ``recorded`` outcome events behind them (:meth:`Labels.beside`);
+    either alone when the other is ``None``."""
+    return labels.beside(recorded) if labels is not None else recorded
 
 
 def load_labels(path: str | Path) -> Labels:

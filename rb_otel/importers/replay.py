@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.backends.pilot import PilotScorer
+from rb_otel.files import not_a_file
 from rb_otel.importers.detect import FORMATS, NotRuns, detect, directory_files
 from rb_otel.importers.formats import (
     agy,
+    claude_code,
     io_harness,
     mini_swe_agent,
     mini_swe_agent_2,
@@ -46,7 +48,7 @@ from rb_otel.telemetry import names as n
 from rb_otel.telemetry.derived_ids import DerivedIds
 from rb_otel.types import FSMState, MonitorEvaluation, RunFields, StepLogEntry
 
-__all__ = ["READERS", "replay", "replay_runs"]
+__all__ = ["READERS", "file_digest", "replay", "replay_runs"]
 
 READERS = {
     "steplog": steplog.read,
@@ -61,13 +63,16 @@ READERS = {
     "mini_swe_agent": mini_swe_agent.read,
     "mini_swe_agent_2": mini_swe_agent_2.read,
     "otlp_json": otlp_json.read,
+    "claude_code": claude_code.read,
 }
 _STATES = {state.value: state for state in FSMState}
 #: Synthetic timing: each step lasts this long when the source recorded no times.
 SYNTHETIC_STEP_SECONDS = 1.0
 
 
-def _digest(path: Path) -> bytes:
+def file_digest(path: Path) -> bytes:
+    """The digest of ``path``'s content that seeds the derived ids of the runs replayed from it (with each run's
+    id): the same file replays with the same ids, and ``rb-otel label`` derives them without replaying."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -114,7 +119,7 @@ def replay(
     elif source.is_file():
         files = [source]
     else:
-        raise RecordError(str(source), "file", "no such file or directory")
+        raise RecordError(str(source), "file", not_a_file(source))
     if format != "auto" and format not in READERS:
         raise RecordError(str(source), "format", f"unknown format {format!r}; choose auto or one of {FORMATS}")
     outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
@@ -130,7 +135,7 @@ def replay(
         try:
             fmt = detect(file) if format == "auto" else format
             runs = READERS[fmt](file, problems)
-            replayer = _Replayer(telemetry, ids, _digest(file), scorer=resolved, keep_steps=keep_steps)
+            replayer = _Replayer(telemetry, ids, file_digest(file), scorer=resolved, keep_steps=keep_steps)
             for run in runs:
                 if seen.duplicate(run, file, problems):
                     continue

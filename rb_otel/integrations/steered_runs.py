@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rb_otel._version import __version__
+from rb_otel.steering.agent_keys import agent_key
 from rb_otel.steering.pilot.kinds import infer_agent_kind
 from rb_otel.steering.session import SteeringSession, StepEmitter
 from rb_otel.telemetry import RunInfo, RunRecorder, Telemetry
@@ -79,7 +80,7 @@ class RunFactory:
         model_routing: Mapping[FSMState, Any],
         routing_ids: Mapping[FSMState, str],
         agent_kind: str | None = None,
-        scorer_name_for: Callable[[str], str] | None = None,
+        scorer_name_for: Callable[[str, str], str] | None = None,
     ) -> None:
         self.telemetry = telemetry
         self.task_profile = task_profile
@@ -138,7 +139,9 @@ class RunFactory:
             task_profile=self.task_profile,
             conversation_id=conversation_id,
             metadata={k: v for k, v in extras.items() if k not in EXPERIMENT_KEYS},  # the span has its own
-            scorer=self._scorer_name_for(kind) if self._scorer_name_for is not None else self.scorer_name,
+            scorer=self._scorer_name_for(kind, agent_key(fields.agent_name, fields.model))
+            if self._scorer_name_for is not None
+            else self.scorer_name,
             experiment=experiment,
             agent_kind=kind,
         )

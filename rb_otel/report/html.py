@@ -181,11 +181,25 @@ def _score(run: ReportRun) -> str:
     return "".join(parts)
 
 
+def _tokens(count: int | None) -> str:
+    """A token count as the page shows it; ``None``: the model reported no usage (unknown, not 0)."""
+    return "tokens not reported" if count is None else f"{count:,} tokens"
+
+
+def _usage(step: ReportStep) -> str:
+    """The step's tokens, with the input and output its call reported when it did."""
+    split = (
+        f" (in {step.input_tokens:,}, out {step.output_tokens:,})" if step.input_tokens or step.output_tokens else ""
+    )
+    return _tokens(step.tokens) + split
+
+
 def _step_details(step: ReportStep, agent_model: str) -> str:
     summary = [f"step {step.index}", _e(step.state or "(not scored)")]
     if step.difficulty is not None:
         summary.append(f"{float(step.difficulty):.3f}")
     summary.append(f"{(step.end - step.start) * 1000:.0f} ms")
+    summary.append(_usage(step))
     routed = _routed(step, agent_model)
     if routed:
         summary.append(f"routed to {_e(routed)}")
@@ -258,10 +272,19 @@ def _outcome_class(outcome: str) -> str:
     return "failure" if outcome.startswith("failure") else "other"  # stopped, interrupted, unknown
 
 
+def _total(runs: Sequence[ReportRun]) -> str:
+    """The page's tokens: the sum over the runs that reported usage, saying how many did not."""
+    known = [run.tokens for run in runs if run.tokens is not None]
+    unknown = len(runs) - len(known)
+    return f"{sum(known):,} tokens" + (f" ({unknown} run(s) reported no usage)" if unknown else "")
+
+
 def render_report(
     runs: Sequence[ReportRun], *, title: str = "rb-otel runs", descriptions: Mapping[str, str] | None = None
 ) -> str:
-    """The page for ``runs``; ``descriptions`` (run id -> a sentence) are shown under each run's heading."""
+    """The page for ``runs``; ``descriptions`` (run id -> a sentence) are shown under each run's heading. Tokens
+    are shown per step (``rb.tokens``, as the demo's table has them), per run in its header (``rb.tokens`` of the
+    run, as the fleet summary counts them) and for the page."""
     sections = []
     for run in runs:
         states = ", ".join(run.states) or "none (not scored)"
@@ -271,13 +294,14 @@ def render_report(
             f"<h2>{_e(run.agent or 'agent')} <small class=muted>{_e(run.run_id)}</small></h2>"
             + (f"<p>{_e(about)}</p>" if about else "")
             + f'<p class="meta">outcome <span class="{_outcome_class(run.outcome)}">{_e(run.outcome or "?")}</span>'
-            f" · {len(run.steps)} model calls · {run.end - run.start:.2f} s · states reached: {_e(states)}{extra} · "
+            f" · {len(run.steps)} model calls · {_tokens(run.tokens)} · {run.end - run.start:.2f} s"
+            f" · states reached: {_e(states)}{extra} · "
             f"trace {_e(run.trace_id)}</p>{_timeline(run)}{_score(run)}"
             + "".join(_step_details(step, run.steps[0].model if run.steps else "") for step in run.steps)
         )
     return (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
-        f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1><p>{len(runs)} runs.</p>{_legend()}"
+        f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1><p>{len(runs)} runs, {_total(runs)}.</p>{_legend()}"
         + "".join(sections)
         + "</body></html>\n"
     )

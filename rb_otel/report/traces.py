@@ -65,6 +65,9 @@ class ReportStep:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     output_messages: str | None = None  # gen_ai.output.messages, when captured
+    #: The step's tokens (``rb.tokens``, the step log's and the demo table's); ``None`` when its call reported no
+    #: usage (unknown, not 0).
+    tokens: int | None = None
 
 
 @dataclass(slots=True)
@@ -95,6 +98,15 @@ class ReportRun:
     @property
     def most_severe(self) -> str:
         return max(self.states, key=FSMState.severity_of, default="")
+
+    @property
+    def tokens(self) -> int | None:
+        """The run's tokens: its ``rb.tokens`` (the sum over its parts, as the fleet summary counts them), else
+        the sum of its steps' input and output tokens; ``None`` when none of its model calls reported usage
+        (unknown, not 0)."""
+        if "rb.tokens" not in self.attributes and _int(self.attributes.get("rb.usage.unreported")):
+            return None
+        return _int(self.attributes.get("rb.tokens")) or sum(s.input_tokens + s.output_tokens for s in self.steps)
 
 
 def _value(raw: dict[str, Any]) -> Any:
@@ -218,6 +230,7 @@ def _step(span: SpanRecord) -> ReportStep:
         output_tokens=_int(attrs.get("gen_ai.usage.output_tokens")),
         cache_read_tokens=_int(attrs.get("gen_ai.usage.cache_read.input_tokens")),
         output_messages=attrs.get("gen_ai.output.messages"),
+        tokens=attrs["rb.tokens"] if isinstance(attrs.get("rb.tokens"), int) else None,
     )
 
 

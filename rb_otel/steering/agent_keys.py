@@ -1,13 +1,16 @@
 """Agent keys: the key an agent's baselines are kept under, its name and its model with every spelling of the
-model folded together."""
+model folded together; and the key of a run's request (what kind of task it was given), under which its agent's
+baseline compares it with the same request's earlier runs
+(:class:`~rb_otel.steering.pilot.baselines.RequestBaseline`)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import threading
 
-__all__ = ["agent_key", "normalise_model"]
+__all__ = ["agent_key", "normalise_model", "request_code", "request_key"]
 
 _log = logging.getLogger("rb_otel.baselines")
 
@@ -47,3 +50,22 @@ def agent_key(agent_name: str, model: str = "") -> str:
                 model_id or "(none)",
             )
     return f"{name}|{model_id}"
+
+
+def request_key(first_user_turn: str) -> str:
+    """The key of a request from its first user turn: the text with the names of what it is about (paths,
+    repositories, ids, numbers) replaced by placeholders (:func:`~rb_otel.steering.pilot.text.normalise_text`),
+    hashed (a truncated SHA-256: no content is kept). A task id given by the user (``metadata={"task_id": ...}``)
+    is the key itself; this is for runs without one. ``""`` for an empty turn."""
+    from rb_otel.steering.pilot.text import normalise_text  # (the pilot package imports this module)
+
+    text = normalise_text(str(first_user_turn or ""))
+    return "" if not text else "turn:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def request_code(request: str) -> float | None:
+    """``request`` (a task id or :func:`request_key`) as the number a run summary keeps (48 bits of its SHA-256,
+    exact in a float); ``None`` for no request."""
+    if not request:
+        return None
+    return float(int(hashlib.sha256(str(request).encode("utf-8")).hexdigest()[:12], 16))

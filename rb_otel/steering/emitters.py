@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-from rb_otel.deprecation import deprecated
 from rb_otel.steering.calls import CallNote, as_observer
 from rb_otel.types import StepLogEntry
 
-__all__ = ["FanOutEmitter", "SilentEmitter", "StepEmitter", "as_emitter", "emit", "notify"]
+__all__ = ["FanOutEmitter", "SilentEmitter", "StepEmitter", "as_emitter", "emit"]
 
 _log = logging.getLogger("rb_otel.steering")
 
@@ -66,6 +65,11 @@ class StepEmitter(Protocol):
         """Drain what the emitter holds, within ``timeout`` seconds."""
         return None
 
+    def outcome(self, run_id: str, outcome: str, *, score: float | None = None, reason: str | None = None) -> None:
+        """The run's outcome became known (``success``/``failure``, checked), at any time after it started
+        (``SteeringSession.record_outcome``)."""
+        return None
+
 
 class SilentEmitter(StepEmitter):
     """Hears every event and does nothing: a session with no emitter."""
@@ -81,25 +85,17 @@ def emit(hook: Callable[..., None], *args: Any, **kwargs: Any) -> None:
 
 
 class _MethodsOnly(StepEmitter):
-    """An emitter that has the methods but does not subclass :class:`StepEmitter` (the 1.x protocol): its hooks
-    are looked up once, the ones it lacks do nothing, and its own ``monitor_scores(run_id, step, scores)`` and
-    ``run_risk(run_id, risk)`` (the 1.x way these arrived) are called just before ``step`` and ``run_finish``."""
+    """An emitter that has the methods but does not subclass :class:`StepEmitter`: its hooks are bound once, the
+    ones it lacks do nothing, and ``step`` and ``run_finish`` are called with what such an emitter was written for
+    (no ``monitor_scores``, ``risk`` or ``error``)."""
 
     def __init__(self, emitter: object) -> None:
         self.wrapped = emitter
-        hook = self._hook
-        self._run_start, self._step, self._stopped = hook("run_start"), hook("step"), hook("stopped")
-        self._run_finish, self._close = hook("run_finish"), hook("close")
-        self._scores, self._risk = hook("monitor_scores"), hook("run_risk")
-        if self._scores is not None or self._risk is not None:
-            deprecated(
-                "the monitor_scores()/run_risk() emitter hook",
-                instead="subclass rb_otel.steering.StepEmitter: step(monitor_scores=...) and run_finish(risk=...)",
-            )
-
-    def _hook(self, name: str) -> Callable[..., None] | None:
-        hook = getattr(self.wrapped, name, None)
-        return hook if callable(hook) else None
+        self._run_start = _method(getattr(emitter, "run_start", None))
+        self._step = _method(getattr(emitter, "step", None))
+        self._stopped = _method(getattr(emitter, "stopped", None))
+        self._run_finish = _method(getattr(emitter, "run_finish", None))
+        self._close = _method(getattr(emitter, "close", None))
 
     def run_start(self, run_id: str, metadata: Mapping[str, Any]) -> None:
         if self._run_start is not None:
@@ -114,8 +110,6 @@ class _MethodsOnly(StepEmitter):
         composite: float | None = None,
         monitor_scores: Mapping[str, float] | None = None,
     ) -> None:
-        if monitor_scores is not None and self._scores is not None:
-            emit(self._scores, run_id, entry.step, monitor_scores)
         if self._step is not None:
             self._step(run_id, entry, steering_ms=steering_ms, composite=composite)
 
@@ -126,8 +120,6 @@ class _MethodsOnly(StepEmitter):
     def run_finish(
         self, run_id: str, outcome: str, *, risk: float | None = None, error: BaseException | None = None
     ) -> None:
-        if risk is not None and self._risk is not None:
-            emit(self._risk, run_id, risk)
         if self._run_finish is not None:
             self._run_finish(run_id, outcome)
 
@@ -136,23 +128,18 @@ class _MethodsOnly(StepEmitter):
             self._close(timeout)
 
 
+def _method(hook: object) -> Callable[..., None] | None:
+    return hook if callable(hook) else None
+
+
 def as_emitter(emitter: object | None) -> StepEmitter:
     """``emitter`` as a :class:`StepEmitter` whose every hook can be called: itself when it subclasses it, a
-    :class:`SilentEmitter` for ``None``, else the 1.x adaptation (hooks it lacks do nothing)."""
+    :class:`SilentEmitter` for ``None``, else an adaptation of the methods it has (hooks it lacks do nothing)."""
     if emitter is None:
         return SilentEmitter()
     if StepEmitter in type(emitter).__mro__:
         return emitter  # type: ignore[return-value]
     return _MethodsOnly(emitter)
-
-
-def notify(emitter: object, method: str, *args: Any, **kwargs: Any) -> None:
-    """Deprecated (the session now calls each hook directly): ``emitter.<method>(*args, **kwargs)`` when the
-    emitter has that method, what it raises logged and dropped."""
-    deprecated("rb_otel.steering.emitters.notify", instead="call the StepEmitter hook through emit(hook, ...)")
-    hook = getattr(emitter, method, None)
-    if hook is not None:
-        emit(hook, *args, **kwargs)
 
 
 class FanOutEmitter(StepEmitter):
@@ -194,6 +181,10 @@ class FanOutEmitter(StepEmitter):
     def close(self, timeout: float = 5.0) -> None:
         for emitter in self.emitters:
             emit(emitter.close, timeout)
+
+    def outcome(self, run_id: str, outcome: str, *, score: float | None = None, reason: str | None = None) -> None:
+        for emitter in self.emitters:
+            emit(emitter.outcome, run_id, outcome, score=score, reason=reason)
 
     def remote_call(
         self, operation: str, *, step: int, tier: str | None, server: str

@@ -20,6 +20,7 @@ from rb_otel.steering.emitters import StepEmitter, as_emitter, emit
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.guidance import FAST_SKIPPED_REASON, GuidancePipeline, render_guidance
 from rb_otel.steering.injections import BaseInjection, StepContext
+from rb_otel.steering.outcome import checked_outcome
 from rb_otel.steering.routing import parse_model_routing
 from rb_otel.steering.scoring.heuristic import score_step
 from rb_otel.steering.scoring.scorers import RunScorer, Scorer
@@ -165,6 +166,16 @@ class SteeringSession:
         self._scoring.finish()
         outcome = self._failure_reason if outcome_status == "success" and self._failure_reason else outcome_status
         emit(self._events.run_finish, self.run_id, outcome, risk=risk, error=error)
+
+    def record_outcome(self, outcome: str | bool, *, score: float | None = None, reason: str | None = None) -> None:
+        """This run's outcome, known now (a test passed, a ticket closed): ``"success"``, ``"failure"`` or a bool
+        (``True``: success), with an optional ``score`` (any scale) and ``reason`` (free text, recorded only when
+        content capture is on). Any time after the run started, during it or after ``finish``; the emitter records
+        it (the telemetry: a ``gen_ai.evaluation.result`` event parented to the run span). A bad argument raises
+        ``ValueError``/``TypeError`` naming it; nothing else raises. Another process records it with
+        ``ReasonBlocks.record_outcome(run_id, ...)``."""
+        checked = checked_outcome(self.run_id, outcome, score, reason)
+        emit(self._events.outcome, checked.run_id, checked.outcome, score=checked.score, reason=checked.reason)
 
     def close(self, *, timeout: float = 5.0) -> None:
         """Drain and stop the emitter; safe to call more than once."""

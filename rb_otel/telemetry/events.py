@@ -36,6 +36,11 @@ class EventSink:
         self._logs = mode in ("logs", "both")
         self._spans = mode in ("span", "both")
 
+    @property
+    def logger(self) -> logs.Logger:
+        """The logger the log-based events go through (a run's outcome is always a log record: ``outcomes.py``)."""
+        return self._logger
+
     def emit(
         self, span: Span, name: str, attributes: Mapping[str, AttributeValue], timestamp_ns: int | None = None
     ) -> None:

@@ -128,6 +128,10 @@ GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 EVALUATION_LABEL_FIRED: Final = "fired"
+#: A run's outcome, recorded after the run (``rb.record_outcome``, ``rb-otel label``): a ``gen_ai.evaluation.result``
+#: log event with this ``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.label`` ``success``/``failure`` and
+#: ``rb.run_id``, in the trace of the run's ``invoke_agent`` span when that is known (docs/telemetry.md, "Outcomes").
+EVALUATION_RUN_OUTCOME: Final = "rb.run.outcome"
 
 # -- metrics (instrument name, unit) ---------------------------------------------------------------------
 METRIC_STEPS: Final = "rb.steps"

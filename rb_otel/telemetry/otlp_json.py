@@ -31,6 +31,7 @@ __all__ = [
     "JsonLinesFile",
     "OtlpJsonMetricExporter",
     "OtlpJsonSpanExporter",
+    "json_line",
     "read_spans",
     "span_objects",
 ]
@@ -48,6 +49,12 @@ def _hex_ids(value: Any) -> Any:
     if isinstance(value, list):
         return [_hex_ids(v) for v in value]
     return value
+
+
+def json_line(message: Any) -> str:
+    """One OTLP request message (``encode_spans(...)``, ``encode_metrics(...)``) as one OTLP/JSON line, no newline."""
+    # OTLP/JSON encodes enums (span kind, status code) as integers, not their protobuf names
+    return json.dumps(_hex_ids(MessageToDict(message, use_integers_for_enums=True)), separators=(",", ":"))
 
 
 class JsonLinesFile:
@@ -101,8 +108,7 @@ class JsonLinesFile:
         return self._file
 
     def write(self, message: Any) -> bool:
-        # OTLP/JSON encodes enums (span kind, status code) as integers, not their protobuf names
-        line = json.dumps(_hex_ids(MessageToDict(message, use_integers_for_enums=True)), separators=(",", ":"))
+        line = json_line(message)
         with self._lock:
             handle = self._open()
             if handle is None:

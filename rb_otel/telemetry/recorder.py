@@ -24,7 +24,6 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from rb_otel.deprecation import deprecated
 from rb_otel.steering.calls import CallNote
 from rb_otel.steering.emitters import StepEmitter
 from rb_otel.telemetry import names as n
@@ -43,6 +42,7 @@ from rb_otel.telemetry.content import ContentPolicy
 from rb_otel.telemetry.events import EventSink
 from rb_otel.telemetry.instruments import Instruments
 from rb_otel.telemetry.invocations import ChatInvocation, ToolInvocation
+from rb_otel.telemetry.outcomes import RunContext, RunOutcome, emit_outcome, remember_span
 from rb_otel.telemetry.run_metrics import RunMetrics
 from rb_otel.telemetry.run_tally import RunTally
 from rb_otel.telemetry.spans import ToolCall, link_to_part, ns
@@ -98,11 +98,11 @@ class RunRecorder(StepEmitter):
         self._finished = False
         self._children = ChildSpans(tracer, content, self._metrics, self._batch, info.agent_name)
         events = events if events is not None else EventSink(logs.get_logger(__name__), "logs")
+        self._events = events
         self._chats = ChatSpans(
             tracer, content, self._metrics, self._batch, info.scorer, events=events, uploads=uploads
         )
         self.summary = RunTally()
-        self._held_scores: dict[int, dict[str, float]] = {}  # the deprecated monitor_scores() only
 
     @property
     def finished(self) -> bool:
@@ -144,6 +144,7 @@ class RunRecorder(StepEmitter):
             links=[link for link in map(link_to_part, self._links) if link is not None],
         )
         self._ctx = trace.set_span_in_context(self._span)
+        remember_span(self.info.run_id, self._span, self.info.agent_name)  # for an outcome recorded later
         self._started_perf = time.perf_counter()
         self._started_wall = time.time() if start_time is None else start_time
         self._metrics.started(self.summary.state)
@@ -214,7 +215,7 @@ class RunRecorder(StepEmitter):
                 extra=extra,
                 error_type=error_type,
                 events=events,
-                scores=scores if scores is not None else self._held_scores.pop(entry.step, None),
+                scores=scores,
             )
             self.summary.count(entry, ended.response)
             self._metrics.step(
@@ -276,20 +277,17 @@ class RunRecorder(StepEmitter):
         except Exception:
             _log.warning("finishing run %s failed", self.info.run_id, exc_info=True)
 
-    def monitor_scores(self, run_id: str, step: int, scores: Mapping[str, float]) -> None:
-        """Deprecated: pass ``monitor_scores=`` to :meth:`step`. Kept for this release: the scores are held for the
-        step's next :meth:`step`."""
-        deprecated("RunRecorder.monitor_scores()", instead="RunRecorder.step(..., monitor_scores=...)")
-        self._held_scores[step] = dict(scores)
-
-    def run_risk(self, run_id: str, risk: float) -> None:
-        """Deprecated: pass ``risk=`` to :meth:`run_finish`."""
-        deprecated("RunRecorder.run_risk()", instead="RunRecorder.run_finish(..., risk=...)")
-        self.summary.risk = float(risk)
-
     def close(self, timeout: float = 5.0) -> None:
         """Do the finished work this run is batching (``batch.py``); the providers own export."""
         self.flush()
+
+    def outcome(self, run_id: str, outcome: str, *, score: float | None = None, reason: str | None = None) -> None:
+        """The run's outcome, as a ``gen_ai.evaluation.result`` log event parented to the run span (``outcomes.py``;
+        the reason only when content is captured). Never raises."""
+        context = self._span.get_span_context() if self._span is not None else trace.INVALID_SPAN_CONTEXT
+        where = RunContext(context.trace_id, context.span_id, int(context.trace_flags), self.info.agent_name)
+        emit_outcome(self._events.logger, RunOutcome(run_id, outcome, score, reason),
+                     where if context.is_valid else None, content=self._content)  # fmt: skip
 
     @property
     def pending(self) -> int:

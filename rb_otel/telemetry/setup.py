@@ -12,6 +12,8 @@ Precedence is argument > environment variable > default:
 * ``RB_OTEL_EXPORT_RETRY_S``: how long a refused span batch is retried (:mod:`rb_otel.telemetry.retry`; default
   300 s, 0 for the SDK's own retries only); ``OTEL_BSP_MAX_QUEUE_SIZE`` (default 8,192 here) and
   ``OTEL_BSP_SCHEDULE_DELAY`` (default 1,000 ms here) size what is held meanwhile and what a ``kill -9`` can lose.
+* ``RB_OTEL_EXPORT_SPOOL``: a folder where spans the endpoint did not take by the process's end are kept as
+  OTLP/JSON and sent by the next start (:mod:`rb_otel.telemetry.spool`; ``RB_OTEL_EXPORT_SPOOL_MAX_BYTES``: its cap).
 * ``OTEL_EXPORTER_PROMETHEUS_HOST`` / ``_PORT``: the pull endpoint, bound to 127.0.0.1 unless told otherwise.
 * ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER``: honoured by the SDK.
 """
@@ -20,9 +22,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
@@ -36,7 +41,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from rb_otel import process_exit
-from rb_otel.telemetry.export import CountingSpanExporter
+from rb_otel.steering.checks import check_bool, check_int, check_path, check_port, check_seconds, check_str
+from rb_otel.telemetry.export import CountingMetricExporter, CountingSpanExporter
 from rb_otel.telemetry.otlp_json import JsonLinesFile, OtlpJsonMetricExporter, OtlpJsonSpanExporter
 from rb_otel.telemetry.retry import (
     DEFAULT_MAX_QUEUE_SIZE,
@@ -45,6 +51,7 @@ from rb_otel.telemetry.retry import (
     RetryAfter,
     RetryingSpanExporter,
 )
+from rb_otel.telemetry.spool import Spool, SpoolAtExit, SpoolSender, spool_folder
 
 __all__ = ["Providers", "configure"]
 
@@ -76,6 +83,10 @@ class Providers:
     logger_provider: Any = None
     #: The OTLP/JSON files written (traces first), each saying where its lines are so far and what went wrong.
     files: list[JsonLinesFile] = field(default_factory=list)
+    #: The metric exporters whose deliveries are counted (data points exported / dropped), by where they send.
+    metric_exporters: dict[str, CountingMetricExporter] = field(default_factory=dict)
+    #: The export spool (``configure(spool=...)``): what it kept (``spool.spool``) and sent (``spool.sender``).
+    spool: SpoolAtExit | None = None
 
     def traces_so_far(self) -> Path | None:
         """The file holding the spans exported so far (flush first), when spans go to a file; else ``None``."""
@@ -96,6 +107,8 @@ class Providers:
     def shutdown(self) -> None:
         """Flush and stop the providers. Bounded: each OTLP export gives up after the export timeout, and once one
         has failed the rest are dropped at once (and counted)."""
+        if self.spool is not None:
+            self.spool.close(DEFAULT_EXPORT_TIMEOUT_S)
         if self.span_exporter is not None:
             self.span_exporter.closing()
         for provider in self._all():
@@ -111,24 +124,27 @@ class Providers:
         broken = {str(f.path) for f in self.files if f.error is not None}
         untouched = {str(f.path) for f in self.files if f.error is None and not f.wrote}
         lines = []
+        dropped = False
         for line in self.descriptions:
             kind, _, where = line.partition(" -> ")
-            if kind != "traces" and where not in broken:
+            counted = self.metric_exporters.get(where) if kind == "metrics" else None
+            if counted is not None:
+                lines.append(f"{line}: {_delivered(counted.exported, counted.dropped, 'data points', 'METRICS')}")
+                dropped = dropped or bool(counted.dropped)
+            elif kind != "traces" and where not in broken:
                 lines.append(f"{line}: nothing to write, the file was left as it was" if where in untouched else line)
         counting = self.span_exporter
         if counting is None or self.traces_target in broken:
-            return lines, not broken
-        total = counting.exported + counting.dropped
+            return lines, not broken and not dropped
         if counting.dropped:
-            lines.insert(
-                0,
-                f"traces -> {self.traces_target}: {counting.exported} of {total} spans delivered, "
-                f"{counting.dropped} dropped (the exporter failed; is the endpoint up?)",
-            )
+            lines.insert(0, f"traces -> {self.traces_target}: "
+                            f"{_delivered(counting.exported, counting.dropped, 'spans', 'TRACES')}")  # fmt: skip
         else:
             left = " (the file was left as it was)" if self.traces_target in untouched else ""
             lines.insert(0, f"traces -> {self.traces_target}: {counting.exported} spans delivered{left}")
-        return lines, not broken and not counting.dropped
+        if counting.spooled and self.spool is not None:
+            lines[0] += f", {counting.spooled} kept in the export spool {self.spool.spool.folder} for the next start"
+        return lines, not broken and not counting.dropped and not dropped
 
     def unwritten(self) -> list[str]:
         """A line for each file that could not be written (:attr:`files`): the file, why, and what was lost."""
@@ -142,6 +158,34 @@ class Providers:
             else:
                 out.append(f"{file.error} (its metrics are lost)")
         return out
+
+
+def _delivered(exported: int, dropped: int, what: str, signal: str) -> str:
+    """``N what delivered``, or ``N of M what delivered, D dropped (why)`` when an exporter of ``signal``
+    (``TRACES``, ``METRICS``) failed."""
+    if not dropped:
+        return f"{exported} {what} delivered"
+    return f"{exported} of {exported + dropped} {what} delivered, {dropped} dropped ({_why_dropped(signal)})"
+
+
+def _why_dropped(signal: str) -> str:
+    """Why an OTLP exporter failed, as far as the settings tell: a protocol that does not match the endpoint's
+    well-known port (gRPC at OTLP/HTTP's 4318, HTTP at gRPC's 4317) names ``OTEL_EXPORTER_OTLP_PROTOCOL``."""
+    endpoint = (
+        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ""
+    ).strip()
+    try:
+        port = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}").port
+    except ValueError:
+        port = None
+    http = _otlp_http()
+    if port == 4318 and not http:
+        return (f"the exporter failed: {endpoint} is OTLP/HTTP's port and OTEL_EXPORTER_OTLP_PROTOCOL is grpc; "
+                "set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, or use port 4317 for gRPC")  # fmt: skip
+    if port == 4317 and http:
+        return (f"the exporter failed: {endpoint} is OTLP/gRPC's port and OTEL_EXPORTER_OTLP_PROTOCOL is "
+                "http/protobuf; set OTEL_EXPORTER_OTLP_PROTOCOL=grpc, or use port 4318 for HTTP")  # fmt: skip
+    return "the exporter failed; is the endpoint up?"
 
 
 def _choices(env: str, allowed: tuple[str, ...], default: str) -> list[str]:
@@ -299,14 +343,15 @@ def _tracer_provider(  # noqa: PLR0917 (private, one caller)
     descriptions: list[str],
     files: list[JsonLinesFile],
     whole: bool,
-) -> tuple[TracerProvider, CountingSpanExporter | None, str]:
-    """The tracer provider, the exporter whose deliveries are counted (the first one), and where it sends. An OTLP
-    exporter retries refused batches for ``retry_s`` seconds while its processor's queue holds what ends meanwhile
-    (:mod:`rb_otel.telemetry.retry`)."""
+    spool: Path | None = None,
+) -> tuple[TracerProvider, CountingSpanExporter | None, str, SpoolAtExit | None]:
+    """The tracer provider, the exporter whose deliveries are counted (the first one), where it sends, and the export
+    spool when ``spool`` names one and that exporter is OTLP. An OTLP exporter retries refused batches for
+    ``retry_s`` seconds while its processor's queue holds what ends meanwhile (:mod:`rb_otel.telemetry.retry`)."""
     # No atexit shutdown: the caller shuts down (Providers.shutdown), and a Ctrl-C during that wait must end the
     # process rather than start the same bounded wait again from an exit handler.
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    counting = None
+    counting = spooled = None
     target = ""
     sizes: dict[str, Any] = {
         "max_queue_size": _bsp_setting("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE),
@@ -327,12 +372,88 @@ def _tracer_provider(  # noqa: PLR0917 (private, one caller)
         if counting is None:
             span_exporter = counting = CountingSpanExporter(span_exporter)
             target = where
-        if retrying is not None:
-            provider.add_span_processor(HoldingBatchSpanProcessor(span_exporter, retrying, **sizes))
-        else:
-            provider.add_span_processor(BatchSpanProcessor(span_exporter, **sizes))
+        processor = (
+            HoldingBatchSpanProcessor(span_exporter, retrying, **sizes)
+            if retrying is not None
+            else BatchSpanProcessor(span_exporter, **sizes)
+        )
+        if spool is not None and kind == "otlp" and span_exporter is counting:
+            spooled = _spool_at_exit(spool, processor, counting, retrying, timeout_s, retry_s)
+            provider.add_span_processor(spooled)  # before the processor it empties
+        provider.add_span_processor(processor)
         descriptions.append(f"traces -> {where}")
-    return provider, counting, target
+    if spool is not None and spooled is None:
+        _log.warning("export spool %s not used: spans do not go to an OTLP endpoint first (%s)", spool, kinds)
+    return provider, counting, target, spooled
+
+
+def _spool_at_exit(  # noqa: PLR0917 (private, one caller)
+    folder: Path,
+    processor: BatchSpanProcessor,
+    counting: CountingSpanExporter,
+    retrying: RetryingSpanExporter | None,
+    timeout_s: float,
+    retry_s: float,
+) -> SpoolAtExit:
+    """The export spool in ``folder``, with its sender of what an earlier process kept already started."""
+    spool = Spool(folder)
+    sender = SpoolSender(spool, partial(_span_exporter, "otlp", None, timeout_s, False), budget_s=retry_s)
+    return SpoolAtExit(spool, processor, counting, retrying, sender.start())
+
+
+def _meter_provider(  # noqa: PLR0917 (private, one caller)
+    resource: Resource,
+    kinds: list[str],
+    metrics_file: str | Path | None,
+    prometheus_port: int | None,
+    interval_ms: int,
+    timeout_s: float,
+    whole: bool,
+    descriptions: list[str],
+    files: list[JsonLinesFile],
+) -> tuple[MeterProvider, int | None, dict[str, CountingMetricExporter]]:
+    """The meter provider, the Prometheus endpoint's port (``None``: none), and the metric exporters counted."""
+    readers: list[MetricReader] = []
+    counted: dict[str, CountingMetricExporter] = {}
+    served_port = None
+    if "prometheus" in kinds or prometheus_port is not None:
+        reader, served_port = _prometheus_reader(prometheus_port)
+        readers.append(reader)
+        descriptions.append(f"metrics -> Prometheus pull endpoint on port {served_port}")
+    for kind in kinds:
+        metric_exporter = _metric_exporter(kind, Path(metrics_file) if metrics_file else None, timeout_s, whole)
+        if isinstance(metric_exporter, OtlpJsonMetricExporter):
+            files.append(metric_exporter.written)
+        elif kind == "otlp" and metric_exporter is not None:
+            metric_exporter = counted[kind] = CountingMetricExporter(metric_exporter)
+        if metric_exporter is not None:
+            readers.append(
+                PeriodicExportingMetricReader(
+                    metric_exporter, export_interval_millis=interval_ms, export_timeout_millis=int(timeout_s * 1000)
+                )
+            )
+            descriptions.append(f"metrics -> {kind if kind != 'file' else metrics_file}")
+    return MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False), served_port, counted
+
+
+#: Each keyword of :func:`configure` and its check (``TypeError``/``ValueError`` naming it and what it accepts).
+_CHECKS: dict[str, Callable[[str, object], object]] = {
+    "service_name": partial(check_str, optional=True),
+    "traces_file": partial(check_path, optional=True),
+    "metrics_file": partial(check_path, optional=True),
+    "prometheus_port": partial(check_port, optional=True),
+    "metric_interval_ms": partial(check_int, low=1),
+    "fresh_files": check_bool,
+    "export_timeout_s": partial(check_seconds, zero=False, optional=True),
+    "handle_sigterm": check_bool,
+    "export_retry_s": partial(check_seconds, zero=True, optional=True),
+    "spool": partial(check_path, optional=True),
+}
+
+
+def _check_arguments(arguments: dict[str, object]) -> None:
+    for name, value in arguments.items():
+        _CHECKS[name](name, value)
 
 
 def configure(
@@ -346,6 +467,7 @@ def configure(
     export_timeout_s: float | None = None,
     handle_sigterm: bool = True,
     export_retry_s: float | None = None,
+    spool: str | Path | None = None,
 ) -> Providers:
     """Build SDK providers from the environment; they are returned, not installed globally, and not shut down at
     exit: call :meth:`Providers.shutdown` when done (it flushes).
@@ -363,16 +485,18 @@ def configure(
     ``export_retry_s``: how long a span batch the OTLP endpoint refused (down, 503, 429) is retried while the
     batch processor's queue holds what ends meanwhile: the argument, else ``RB_OTEL_EXPORT_RETRY_S``, else
     :data:`~rb_otel.telemetry.retry.DEFAULT_RETRY_BUDGET_S` (300 s); 0 leaves only the SDK's retries within one
-    export timeout. ``docs/failure-handling.md`` has what each outage costs.
+    export timeout. ``docs/failure-handling.md`` has what each outage costs. ``spool``: a folder where spans the
+    endpoint did not take by the process's end are kept, and sent by the next start with it (the argument, else
+    ``RB_OTEL_EXPORT_SPOOL``, else none; :mod:`rb_otel.telemetry.spool`).
 
     ``handle_sigterm`` (default on, from the main thread): a SIGTERM ends the runs in flight with an error status,
     exports what ended and writes queued baselines (bounded, ``rb_otel.process_exit``), then runs the handler
     that was installed before (the default ends the process). Off for an application that manages signals
     itself: it can call ``rb_otel.handle_sigterm()`` where it suits it, or flush in its own handler.
     """
+    _check_arguments(locals())
     timeout_s = _export_timeout(export_timeout_s)
     retry_s = _retry_budget(export_retry_s)
-    timeout_ms = int(timeout_s * 1000)
     attributes = {SERVICE_NAME: service_name} if service_name and not os.environ.get("OTEL_SERVICE_NAME") else {}
     resource = Resource.create(attributes)
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
@@ -383,28 +507,13 @@ def configure(
     metrics_kinds = _choices("OTEL_METRICS_EXPORTER", ("otlp", "console", "prometheus", "none"), default)
     descriptions: list[str] = []
     files: list[JsonLinesFile] = []
-    tracer_provider, counting, target = _tracer_provider(
-        resource, traces_kinds, traces_file, timeout_s, retry_s, descriptions, files, fresh_files
+    tracer_provider, counting, target, spooled = _tracer_provider(
+        resource, traces_kinds, traces_file, timeout_s, retry_s, descriptions, files, fresh_files, spool_folder(spool)
     )
-
-    readers: list[MetricReader] = []
-    served_port = None
-    if "prometheus" in metrics_kinds or prometheus_port is not None:
-        reader, served_port = _prometheus_reader(prometheus_port)
-        readers.append(reader)
-        descriptions.append(f"metrics -> Prometheus pull endpoint on port {served_port}")
-    for kind in metrics_kinds:
-        metric_exporter = _metric_exporter(kind, Path(metrics_file) if metrics_file else None, timeout_s, fresh_files)
-        if isinstance(metric_exporter, OtlpJsonMetricExporter):
-            files.append(metric_exporter.written)
-        if metric_exporter is not None:
-            readers.append(
-                PeriodicExportingMetricReader(
-                    metric_exporter, export_interval_millis=metric_interval_ms, export_timeout_millis=timeout_ms
-                )
-            )
-            descriptions.append(f"metrics -> {kind if kind != 'file' else metrics_file}")
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    meter_provider, served_port, counted = _meter_provider(
+        resource, metrics_kinds, metrics_file, prometheus_port, metric_interval_ms, timeout_s, fresh_files,
+        descriptions, files,
+    )  # fmt: skip
     logs_kinds = _choices("OTEL_LOGS_EXPORTER", ("otlp", "console", "none"), "otlp" if has_endpoint else "none")
     logs_kinds = [kind for kind in logs_kinds if kind != "none"]  # the default without an endpoint is none
     logger_provider = _logger_provider(logs_kinds, resource, timeout_s)
@@ -412,4 +521,5 @@ def configure(
     if handle_sigterm:
         process_exit.handle_sigterm()
     return Providers(tracer_provider, meter_provider, descriptions, served_port, counting, target,
-                     logger_provider=logger_provider, files=files)  # fmt: skip
+                     logger_provider=logger_provider, files=files, metric_exporters=counted,
+                     spool=spooled)  # fmt: skip

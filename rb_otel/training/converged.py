@@ -24,7 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from rb_otel.steering.pilot.progress import _arguments, _segments, call_writes, return_code, runs_check
+from rb_otel.steering.pilot.progress import (
+    call_writes,
+    command_segments,
+    json_arguments,
+    return_code,
+    runs_check,
+)
 from rb_otel.training.dataset import LabelledRun, agent_unit
 
 __all__ = [
@@ -93,13 +99,13 @@ def written_paths(action: str, arguments: str) -> tuple[set[str], set[str]]:
     redirect's target, ``sed -i``'s files, ``tee``/``touch``'s, ``rm``'s; an editor call's ``path``); a change
     whose targets cannot be read writes ``{"?"}``, which no scratch rule can excuse. A command that writes ``git
     diff``'s output writes the patch out and changes nothing of the workspace's."""
-    parsed = _arguments(arguments)
+    parsed = json_arguments(arguments)
     if parsed is not None and isinstance(parsed.get("path"), str) and not isinstance(parsed.get("command"), str):
         return {str(parsed["path"])}, set()
     if parsed is not None and isinstance(parsed.get("path"), str) and " " not in str(parsed.get("command", "")):
         return {str(parsed["path"])}, set()
     command = str(parsed.get("command", "")) if parsed else arguments
-    segments = _segments(command)
+    segments = command_segments(command)
     if any(w[0] == "git" and len(w) > 1 and w[1] in {"diff", "format-patch"} for w in segments):
         return set(), set()  # writing the patch out (mini-swe-agent 2's submission), not changing the workspace
     head = command.split("\n", 1)[0] if "<<" in command else command

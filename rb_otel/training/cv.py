@@ -10,7 +10,9 @@ never sees the runs it is tested on.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +21,7 @@ from numpy.typing import NDArray
 
 from rb_otel.evaluation.metrics import auroc
 from rb_otel.training.features import PrefixData
-from rb_otel.training.fit import CANDIDATES, Candidate, fit_candidate
+from rb_otel.training.fit import CANDIDATES, TEXT_BITS, Candidate, fit_candidate
 
 __all__ = [
     "OutOfFold",
@@ -158,21 +160,54 @@ class OutOfFold:
 
 
 def nested_out_of_fold(
-    data: PrefixData, *, k: int = 5, inner: int = 3, seed: int = 0, done: Callable[[], None] | None = None
+    data: PrefixData,
+    *,
+    k: int = 5,
+    inner: int = 3,
+    seed: int = 0,
+    done: Callable[[], None] | None = None,
+    workers: int = 1,
 ) -> OutOfFold:
     """Outer task-grouped k-fold; each fold's family chosen by an inner grouped CV on its training side. ``done()``
-    is called after each outer fold."""
-    runs = np.arange(len(data.runs))
+    is called after each outer fold. ``workers`` > 1: the outer folds in that many forked processes (one BLAS
+    thread each, as the permutation gate's), the same figures."""
     folds = grouped_folds([r.group for r in data.runs], k, seed)
     out = np.full(len(data.run), np.nan)
     chosen = []
-    for f in range(k):
-        train = runs[folds != f]
-        candidate, _ = select(data, train, k=inner, seed=seed + 1 + f)
-        model = fit_candidate(data, train, candidate)
-        held = data.rows_of(runs[folds == f])
-        out[held] = model.logits(data)[held]
-        chosen.append(candidate.name)
+    _FOLDS.update(data=data, folds=folds, inner=inner, seed=seed)
+    try:
+        if workers > 1 and k > 1 and "fork" in multiprocessing.get_all_start_methods():
+            from rb_otel.training.permutation import one_blas_thread
+
+            data.text(TEXT_BITS, "log"), data.text(TEXT_BITS, "tf")  # built once here, inherited by every worker
+            fork = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(min(workers, k), mp_context=fork, initializer=one_blas_thread) as pool:
+                results = list(_ticked(pool.map(_outer_fold, range(k)), done))
+        else:
+            results = list(_ticked(map(_outer_fold, range(k)), done))
+    finally:
+        _FOLDS.clear()
+    for f, (name, logits) in enumerate(results):
+        out[data.rows_of(np.flatnonzero(folds == f).tolist())] = logits
+        chosen.append(name)
+    return OutOfFold(out, folds, chosen)
+
+
+_FOLDS: dict[str, Any] = {}  # what forked workers read (inherited, not pickled)
+
+
+def _outer_fold(f: int) -> tuple[str, NDArray[np.float64]]:
+    """Outer fold ``f``: the family its training side chooses, and its held-out rows' logits."""
+    data, folds = _FOLDS["data"], _FOLDS["folds"]
+    runs = np.arange(len(data.runs))
+    train = runs[folds != f]
+    candidate, _ = select(data, train, k=_FOLDS["inner"], seed=_FOLDS["seed"] + 1 + f)
+    model = fit_candidate(data, train, candidate)
+    return candidate.name, model.logits(data)[data.rows_of(runs[folds == f])]
+
+
+def _ticked(results: Iterator[Any], done: Callable[[], None] | None) -> Iterator[Any]:
+    for result in results:
         if done is not None:
             done()
-    return OutOfFold(out, folds, chosen)
+        yield result

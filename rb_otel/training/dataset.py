@@ -23,9 +23,11 @@ from pathlib import Path
 
 from rb_otel.analysis.fleet import FleetFilter
 from rb_otel.analysis.imported import read_from_source, source_runs
+from rb_otel.files import not_a_file
 from rb_otel.importers.detect import FORMATS, NotRuns, detect, input_files
-from rb_otel.importers.labels import Labels, failed_of, load_labels  # failed_of: still importable from here
+from rb_otel.importers.labels import Labels, failed_of, load_labels, with_recorded  # failed_of: importable here
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
+from rb_otel.importers.outcome_events import recorded_outcomes
 from rb_otel.importers.reading import SeenRuns, not_runs_problem
 from rb_otel.importers.replay import READERS
 from rb_otel.steering.agent_keys import agent_key, normalise_model
@@ -96,7 +98,9 @@ def read_dataset(
     ``done()`` is called after each file (not for a trace store, read in one go).
 
     With a URL among ``paths`` (a trace store), ``engine="chdb"`` or a filter ``where``, the runs come from that
-    source, selected there (:mod:`rb_otel.analysis.imported`).
+    source, selected there (:mod:`rb_otel.analysis.imported`). Outcomes recorded after the runs (``gen_ai.evaluation
+    .result`` events of ``rb.record_outcome`` and ``rb-otel label``) are read where the runs live too
+    (:mod:`rb_otel.importers.outcome_events`): an event sets a run's outcome, and a ``labels`` entry wins over it.
     Raises :class:`~rb_otel.importers.model.RecordError` for a file given by name that cannot be read (one found
     in a directory is skipped and listed in ``problems``) and for an unknown ``format``;
     :class:`~rb_otel.analysis.sources.SourceError` for a source that cannot be reached or read.
@@ -104,6 +108,8 @@ def read_dataset(
     if format != "auto" and format not in READERS:
         raise RecordError(str(paths[0]) if paths else "", "format", f"unknown format {format!r}; choose {FORMATS}")
     outcomes = load_labels(labels) if isinstance(labels, str | Path) else labels
+    paths, recorded = recorded_outcomes(paths)  # outcome events where the runs live; --labels wins over them
+    outcomes = with_recorded(outcomes, recorded)
     data = Dataset(runs=[])
     if read_from_source(paths, where, engine):
         sourced = source_runs(paths, where, engine=engine)
@@ -117,7 +123,7 @@ def read_dataset(
     for path, in_directory in input_files(paths, passed_over):
         try:
             if not path.is_file():
-                raise RecordError(str(path), "file", "no such file or directory")
+                raise RecordError(str(path), "file", not_a_file(path))
             reader = READERS[detect(path) if format == "auto" else format]
             # each run is taken whole before the next is read: streamed formats read both from one file
             found = [

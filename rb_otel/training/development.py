@@ -24,16 +24,18 @@ from rb_otel.training.dataset import Dataset, LabelledRun, agent_unit, grouped, 
 from rb_otel.training.features import agent_balanced, extract, prior_of
 from rb_otel.training.fit import AVERAGE, fit_candidate
 from rb_otel.training.held_out import EARLY_STEP, HeldOutReport, leave_one_agent_out
-from rb_otel.training.kept_apart import refuse_kept_apart
+from rb_otel.training.kept_apart import refuse_kept_apart, refuse_kept_apart_files
 from rb_otel.training.relative_skip import choose_relative_skip
 from rb_otel.training.thresholds import choose_fsm
 
 __all__ = [
     "DEVELOPMENT_SOURCES",
+    "HARNESSES",
     "SHIP_MARGIN",
     "KindRuns",
     "default_decision",
     "default_model",
+    "harness_of",
     "held_out",
     "read_kind",
 ]
@@ -53,7 +55,28 @@ DEVELOPMENT_SOURCES: dict[str, tuple[str, ...]] = {
         "tau2_toolorchestra",
         "tau2_whissle",
     ),
-    CODING: ("mini_swe_agent_gemini3pro", "msa_gpt5fam_cam", "msa2_deepseek_verified"),
+    CODING: ("mini_swe_agent_gemini3pro", "msa_gpt5fam_cam", "msa2_deepseek_verified", "terminal_bench_claude_code"),
+}
+
+
+IRONFORGE = "IronForge"
+#: The harness of each development source (the README and ``provenance/``): Sierra's tau2 ``llm_agent`` (its own
+#: result files, the aide leaderboard submission, the IronShell submission's llm_agent runs); one researcher's fork
+#: of tau2 with a changed policy, user simulator and evaluator (the Grok runs); NVIDIA's ToolOrchestra; Whissle's
+#: voice stack in text mode; the IronForge agent (an llm_agent with correction rules, split from IronShell's file
+#: by :func:`harness_of`); mini-swe-agent (1.x and 2.x: one harness, two versions); the Claude Code CLI.
+HARNESSES: dict[str, str] = {
+    "tau2_gpt41_sierra": "tau2 llm_agent",
+    "tau2_gpt41sft_sierra": "tau2 llm_agent",
+    "tau2_sonnet45_aide": "tau2 llm_agent",
+    "tau2_ironshell": "tau2 llm_agent",
+    "tau2_grok": "tau2 grok fork",
+    "tau2_toolorchestra": "ToolOrchestra",
+    "tau2_whissle": "Whissle",
+    "mini_swe_agent_gemini3pro": "mini-swe-agent",
+    "msa_gpt5fam_cam": "mini-swe-agent",
+    "msa2_deepseek_verified": "mini-swe-agent",
+    "terminal_bench_claude_code": "Claude Code",
 }
 
 
@@ -66,6 +89,13 @@ class KindRuns:
     runs: list[LabelledRun]
     unlabelled: dict[str, int] = field(default_factory=dict)
     problems: dict[str, int] = field(default_factory=dict)
+    #: Each run's source (the archive it came from), by run id.
+    source_of: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def harnesses(self) -> list[str]:
+        """Each run's harness (:func:`harness_of`), in the order of ``runs``."""
+        return [harness_of(self.source_of.get(r.run_id, ""), r) for r in self.runs]
 
 
 def read_kind(
@@ -82,14 +112,25 @@ def read_kind(
     out = KindRuns(kind, [])
     for name in sources or DEVELOPMENT_SOURCES[kind]:
         folder = source_folder(f"signal/{name}", base)
+        refuse_kept_apart_files([folder])  # by the files' own markers, whatever the readers make of them
         data: Dataset = read_dataset([folder])
         out.runs += data.runs
+        out.source_of.update((r.run_id, name) for r in data.runs)
         out.unlabelled[name] = data.unlabelled
         out.problems[name] = len(data.problems)
         say(f"{name}: {len(data.runs)} labelled runs, {data.unlabelled} without an outcome (left out)")
     refuse_kept_apart(out.runs)
     out.runs = grouped(out.runs)
     return out
+
+
+def harness_of(source: str, run: LabelledRun) -> str:
+    """The harness a development run comes from, for leaving whole harnesses out (docs/signal.md): the source's,
+    as the data's README and provenance files describe it (:data:`HARNESSES`); the IronShell submission holds two,
+    its llm_agent runs (Sierra's harness) and the IronForge agent's (told apart by the harness the file names)."""
+    if source == "tau2_ironshell" and "ironforge" in run.harness.lower():
+        return IRONFORGE
+    return HARNESSES.get(source, run.harness or source)
 
 
 def held_out(runs: Sequence[LabelledRun], **options: Any) -> HeldOutReport:

@@ -109,8 +109,11 @@ def _neutral_prior() -> dict[str, float]:
             "mean_errors": 2.0, "log_cps": 6.0, "error_rate": 0.1, "repeat_rate": 0.05, "hedging": 0.01}  # fmt: skip
 
 
-def extract(runs: list[LabelledRun], prior: dict[str, float]) -> PrefixData:
-    """The prefix rows of ``runs``, in file order, each agent's baseline learned from its earlier runs."""
+def extract(runs: list[LabelledRun], prior: dict[str, float], *, requests: bool = False) -> PrefixData:
+    """The prefix rows of ``runs``, in file order, each agent's baseline learned from its earlier runs.
+    ``requests``: each run is given its task group as its request (``PilotRun(request=...)``, as a live run given
+    ``metadata={"task_id": ...}``): its agent's normal weighs task groups alike and leans on the group's own earlier
+    runs (:class:`~rb_otel.steering.pilot.baselines.RequestBaseline`)."""
     model = PilotModel(0.0, (0.0,) * len(FEATURES), prior, {}, features=FEATURES)
     store = BaselineCache()
     dense: list[list[float]] = []
@@ -118,7 +121,7 @@ def extract(runs: list[LabelledRun], prior: dict[str, float]) -> PrefixData:
     run_index: list[int] = []
     steps: list[int] = []
     for i, run in enumerate(runs):
-        scorer = PilotRun(model, store, run.agent)
+        scorer = PilotRun(model, store, run.agent, run.group if requests else "")
         for k, step in enumerate(run.steps, start=1):
             view = scorer.observe(step)
             dense.append(view.features)

@@ -30,7 +30,7 @@ import math
 import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -59,10 +59,15 @@ __all__ = [
     "EARLY_STEP",
     "MIN_EACH_OUTCOME",
     "MIN_SUCCESSFUL",
+    "FittedSide",
     "HeldOutAgent",
     "HeldOutReport",
     "agent_unit",
+    "fit_side",
     "leave_one_agent_out",
+    "leave_one_harness_out",
+    "scored_agent",
+    "size_probabilities",
     "tokens_after_last_change",
 ]
 
@@ -148,21 +153,33 @@ def _inner_folds(train: Sequence[LabelledRun], seed: int) -> NDArray[np.int64]:
     return grouped_folds([r.group for r in train], 3, seed)
 
 
-def held_out_agent(
+@dataclass(slots=True)
+class FittedSide:
+    """What a held-out agent is scored with, fitted on the training runs only: the prior, the model, its SLOW/SKIP
+    thresholds and relative SKIP rule (``None``: SKIP off), and what it was fitted on."""
+
+    prior: dict[str, float]
+    model: Any
+    family: str
+    fsm: dict[str, float]
+    relative: tuple[float, int] | None
+    trained_on: tuple[str, ...]
+    training_runs: int
+    requests: bool = False
+
+
+def fit_side(
     train: list[LabelledRun],
-    held: list[LabelledRun],
     *,
-    agent: str,
     max_false_stops: float,
     seed: int = 0,
     fit: Callable[..., Any] = fit_candidate,
     family: Candidate | None = AVERAGE,
-) -> HeldOutAgent:
-    """Fit on ``train`` only and score ``held`` (module docstring). ``fit`` is the one fitting function used (a
-    test passes a recording one to check that no held-out run reaches it). ``family``: the model fitted when
-    ``train`` holds two or more agents; ``None`` chooses one family by holding training agents out."""
+    requests: bool = False,
+) -> FittedSide:
+    """Fit the whole procedure on ``train`` (module docstring): prior, family, weights, thresholds."""
     prior = prior_of(train)
-    data = extract(train, prior)
+    data = extract(train, prior, requests=requests)
     data.run_weight = agent_balanced(train, agent_unit)
     every = list(range(len(train)))
     units = [agent_unit(r) for r in train]
@@ -182,8 +199,53 @@ def held_out_agent(
         failing=[p for p, r in zip(oof, train, strict=True) if r.failed],
     )
     relative = choose_relative_skip(train, oof, fsm, max_false_stops, unit=agent_unit, min_successful=MIN_SUCCESSFUL)
-    scored = extract(held, prior)  # the live view: each run through PilotRun, the agent's baseline label-free
-    probabilities = scored.probabilities(model.logits(scored))
+    return FittedSide(prior, model, candidate.name, fsm, relative, tuple(sorted(set(units))), len(train), requests)
+
+
+def _early(probabilities: Sequence[Sequence[float]], y: Sequence[bool], going: Sequence[int]) -> float:
+    return auroc([y[i] for i in going], [probabilities[i][EARLY_STEP - 1] for i in going]) if going else float("nan")
+
+
+def size_probabilities(
+    held: list[LabelledRun], prior: dict[str, float], *, requests: bool = False
+) -> list[list[float]]:
+    """Each run's score, step by step, under the agent-relative size (:data:`~rb_otel.steering.pilot.model.
+    AGENT_RELATIVE_SIZE`: no fit, ``prior`` only where the agent has no runs yet), with the live view."""
+    from rb_otel.steering.pilot.model import agent_relative_size
+
+    scored = extract(held, prior, requests=requests)
+    model = agent_relative_size(prior)
+    logits = model.intercept + scored.dense[:, list(model.columns)] @ np.asarray(model.weights, dtype=np.float64)
+    return scored.probabilities(np.asarray(logits, dtype=np.float64))
+
+
+def held_out_agent(
+    train: list[LabelledRun],
+    held: list[LabelledRun],
+    *,
+    agent: str,
+    max_false_stops: float,
+    seed: int = 0,
+    fit: Callable[..., Any] = fit_candidate,
+    family: Candidate | None = AVERAGE,
+    requests: bool = False,
+) -> HeldOutAgent:
+    """Fit on ``train`` only and score ``held`` (module docstring). ``fit`` is the one fitting function used (a
+    test passes a recording one to check that no held-out run reaches it). ``family``: the model fitted when
+    ``train`` holds two or more agents; ``None`` chooses one family by holding training agents out. ``requests``:
+    runs are given their task group as their request (:func:`~rb_otel.training.features.extract`)."""
+    side = fit_side(train, max_false_stops=max_false_stops, seed=seed, fit=fit, family=family, requests=requests)
+    return scored_agent(side, train, held, agent=agent, max_false_stops=max_false_stops)
+
+
+def scored_agent(
+    side: FittedSide, train: list[LabelledRun], held: list[LabelledRun], *, agent: str, max_false_stops: float
+) -> HeldOutAgent:
+    """``held`` scored live by ``side`` (fitted on ``train`` only), with the size baselines oriented on ``train``,
+    and the agent-relative size scored beside it (the default where no learned one clears the floor)."""
+    scored = extract(held, side.prior, requests=side.requests)  # the live view: PilotRun, the baseline label-free
+    probabilities = scored.probabilities(side.model.logits(scored))
+    fsm, relative = side.fsm, side.relative
     if relative is None:
         stops: list[int | None] = [None] * len(held)
     else:
@@ -192,22 +254,24 @@ def held_out_agent(
     y = [r.failed for r in held]
     going = [i for i, r in enumerate(held) if len(r.steps) >= EARLY_STEP]
     train_going = [r for r in train if len(r.steps) >= EARLY_STEP]
-    early_y = [y[i] for i in going]
+    size = size_probabilities(held, side.prior, requests=side.requests)
     return HeldOutAgent(
         agent=agent,
         runs=len(held),
         failed=sum(y),
-        trained_on=tuple(sorted({agent_unit(r) for r in train})),
-        training_runs=len(train),
-        family=candidate.name,
+        trained_on=side.trained_on,
+        training_runs=side.training_runs,
+        family=side.family,
         last_step=auroc(y, [p[-1] for p in probabilities]),
         last_baselines=_baselines(train, held, None),
         early_runs=len(going),
-        early=auroc(early_y, [probabilities[i][EARLY_STEP - 1] for i in going]) if going else float("nan"),
+        early=_early(probabilities, y, going),
         early_baselines=_baselines(train_going, [held[i] for i in going], EARLY_STEP) if going else (),
         skip=_skip_figures(held, stops, relative is not None, max_false_stops),
         absolute_skip=_skip_figures(held, absolute, fsm["skip_threshold"] < SKIP_OFF, max_false_stops),
         skip_rule=None if relative is None else {"quantile": relative[0], "window": float(relative[1])},
+        size_last=auroc(y, [p[-1] for p in size]),
+        size_early=_early(size, y, going),
     )
 
 
@@ -224,6 +288,7 @@ def leave_one_agent_out(
     workers: int = 1,
     done: Callable[[], None] | None = None,
     family: Candidate | None = AVERAGE,
+    requests: bool = False,
 ) -> HeldOutReport:
     """Hold each agent out in turn (module docstring). ``within_kind``: fit on the other agents of its kind
     (:func:`agent_kind`) only; an agent whose kind has no other agent is not held out (listed in ``skipped``).
@@ -262,7 +327,7 @@ def leave_one_agent_out(
     tick = done or (lambda: None)
     for _ in report.skipped:
         tick()
-    options = {"max_false_stops": max_false_stops, "seed": seed, "fit": fit, "family": family}
+    options = {"max_false_stops": max_false_stops, "seed": seed, "fit": fit, "family": family, "requests": requests}
     for (agent, kind, _, _), figures in zip(jobs, _each_held_out(jobs, options, workers, say), strict=True):
         report.agents.append(replace(figures, agent=agent, kind=kind, across_kinds=not within_kind))
         tick()
@@ -300,3 +365,75 @@ def _each_held_out(
             yield from pool.map(_held_out_job, range(len(jobs)))
     finally:
         _JOBS.clear()
+
+
+def leave_one_harness_out(
+    runs: Sequence[LabelledRun],
+    harnesses: Sequence[str],
+    *,
+    max_false_stops: float = 0.02,
+    seed: int = 0,
+    min_each: int = MIN_EACH_OUTCOME,
+    progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+    family: Candidate | None = AVERAGE,
+    requests: bool = False,
+    fit: Callable[..., Any] = fit_candidate,
+) -> HeldOutReport:
+    """Hold each *harness* out in turn (``harnesses[i]`` is ``runs[i]``'s): the procedure fitted once on the runs
+    of every other harness (the caller passes one kind's runs), then each agent of the left-out harness with
+    ``min_each`` runs of each outcome scored live as :func:`scored_agent` does, labelled ``"harness: agent"``. What a
+    default for agents it never saw must be judged by: models inside one harness share its prompts, tools and
+    traces, so leaving out one of them says little about another harness (issue 60). ``fit``: as for
+    :func:`held_out_agent`."""
+    say = progress or (lambda _: None)
+    report = HeldOutReport([], max_false_stops, False, method="leave one harness out")
+    jobs: list[tuple[str, list[LabelledRun], list[tuple[str, list[LabelledRun]]]]] = []
+    for harness in sorted(set(harnesses)):
+        train = [r for r, h in zip(runs, harnesses, strict=True) if h != harness]
+        by_agent: dict[str, list[LabelledRun]] = {}
+        for r, h in zip(runs, harnesses, strict=True):
+            if h == harness:
+                by_agent.setdefault(f"{harness}: {agent_unit(r)}", []).append(r)
+        judged = []
+        for agent, held in sorted(by_agent.items()):
+            failed = sum(r.failed for r in held)
+            if min(failed, len(held) - failed) < min_each:
+                report.skipped[agent] = f"{len(held)} runs, {failed} failed: fewer than {min_each} of each outcome"
+            else:
+                judged.append((agent, held))
+        if not judged:
+            continue
+        if len(train) < MIN_TRAINING_RUNS or len({r.failed for r in train}) < 2:
+            for agent, _ in judged:
+                report.skipped[agent] = f"only {len(train)} runs of other harnesses to fit on"
+            continue
+        jobs.append((harness, train, judged))
+    options = {"max_false_stops": max_false_stops, "seed": seed, "family": family, "requests": requests, "fit": fit}
+    for harness, train, judged in jobs:
+        say(f"leaving out {harness}: fitting on {len(train)} runs of the others, scoring {len(judged)} agent(s)")
+    _JOBS.update(harness_jobs=jobs, options=options)
+    try:
+        if workers <= 1 or len(jobs) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+            results = [_harness_job(i) for i in range(len(jobs))]
+        else:
+            from rb_otel.training.permutation import one_blas_thread
+
+            fork = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(workers, mp_context=fork, initializer=one_blas_thread) as pool:
+                results = list(pool.map(_harness_job, range(len(jobs))))
+    finally:
+        _JOBS.clear()
+    for (harness, _, judged), figures in zip(jobs, results, strict=True):
+        for one, (_, held) in zip(figures, judged, strict=True):
+            report.agents.append(replace(one, kind=agent_kind(held)))
+        say(f"left out {harness}: {len(figures)} agent(s) scored")
+    return report
+
+
+def _harness_job(index: int) -> list[HeldOutAgent]:
+    _, train, judged = _JOBS["harness_jobs"][index]
+    options = _JOBS["options"]
+    side = fit_side(train, **options)
+    return [scored_agent(side, train, held, agent=agent, max_false_stops=options["max_false_stops"])
+            for agent, held in judged]  # fmt: skip

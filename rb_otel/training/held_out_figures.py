@@ -11,10 +11,23 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EARLY_STEP", "MIN_SUCCESSFUL", "Baseline", "HeldOutAgent", "HeldOutReport", "SkipFigures"]
+__all__ = [
+    "EARLY_STEP",
+    "FLOOR_EARLY_RUNS",
+    "FLOOR_TOLERANCE",
+    "MIN_SUCCESSFUL",
+    "Baseline",
+    "HeldOutAgent",
+    "HeldOutReport",
+    "SkipFigures",
+]
 
 #: The early step every held-out figure is read at ("step 10"; shorter runs are not still going).
 EARLY_STEP = 10
+#: The cold-start floor's tolerance: a default may be this far below the best size baseline (issue 60).
+FLOOR_TOLERANCE = 0.01
+#: Step 10 is judged by the floor only where this many of the agent's runs are still going there.
+FLOOR_EARLY_RUNS = 50
 #: A held-out agent with fewer successful runs than this cannot show a false-stop bound within 2%
 #: (Wilson z = 1 with no false stop: 1 / (n + 1)), so it does not decide whether SKIP holds.
 MIN_SUCCESSFUL = 50
@@ -81,6 +94,30 @@ class HeldOutAgent:
     skip_rule: dict[str, float] | None = None  # the relative rule chosen on the training agents
     kind: str = ""  # the agent's kind (agent_kind): coding, or tool use
     across_kinds: bool = False  # fitted on agents of another kind (its kind had no other agent)
+    #: The agent-relative size (no fit: the default where no learned one clears the floor), scored the same way.
+    size_last: float = float("nan")
+    size_early: float = float("nan")
+
+    def best(self, *, early: bool, either: bool) -> float:
+        """The best size baseline's AUROC (oriented by the training agents, or ``either`` way on this agent)."""
+        baselines = self.early_baselines if early else self.last_baselines
+        known = [v for b in baselines if not math.isnan(v := (b.either if either else b.oriented))]
+        return max(known) if known else 0.5
+
+    def floor(self, *, size: bool = False, either: bool = True) -> dict[str, Any]:
+        """The cold-start floor (issue 60) for the fit (or, ``size``, the agent-relative size): at the last step
+        at least the best size baseline minus :data:`FLOOR_TOLERANCE`; at step 10 the same against the
+        same-prefix baselines where :data:`FLOOR_EARLY_RUNS` runs or more are still going (else not judged)."""
+        last = self.size_last if size else self.last_step
+        early = self.size_early if size else self.early
+        last_ok = last >= self.best(early=False, either=either) - FLOOR_TOLERANCE
+        judged = self.early_runs >= FLOOR_EARLY_RUNS
+        early_ok = (not judged) or early >= self.best(early=True, either=either) - FLOOR_TOLERANCE
+        return {
+            "last_step": bool(last_ok),
+            "early": bool(early_ok) if judged else None,
+            "met": bool(last_ok and early_ok),
+        }
 
     def margin(self, *, early: bool, either: bool = False) -> float:
         """The fit's AUROC above the best size baseline (oriented by the training agents, or ``either`` way)."""
@@ -113,6 +150,13 @@ class HeldOutAgent:
                 "margin_oriented": self.margin(early=True),
                 "margin_either_way": self.margin(early=True, either=True),
             },
+            "agent_relative_size": {"last_step": self.size_last, "early": self.size_early},
+            "floor": {
+                "fit": self.floor(),
+                "agent_relative_size": self.floor(size=True),
+                "fit_oriented": self.floor(either=False),
+                "agent_relative_size_oriented": self.floor(size=True, either=False),
+            },
             "skip": self.skip.as_dict(),
             "skip_rule": self.skip_rule,
             "absolute_skip": self.absolute_skip.as_dict(),
@@ -127,6 +171,11 @@ class HeldOutReport:
     max_false_stops: float
     keep_tasks_apart: bool
     skipped: dict[str, str] = field(default_factory=dict)  # agents that could not be held out, and why
+    method: str = "leave one agent out"
+
+    def floor_met(self, *, size: bool = False, either: bool = True) -> bool:
+        """The cold-start floor (:meth:`HeldOutAgent.floor`) met on every held-out agent (and there was one)."""
+        return bool(self.agents) and all(a.floor(size=size, either=either)["met"] for a in self.agents)
 
     @property
     def judged(self) -> list[HeldOutAgent]:
@@ -169,7 +218,13 @@ class HeldOutReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "method": "leave one agent out",
+            "method": self.method,
+            "floor": {
+                "fit": self.floor_met(),
+                "agent_relative_size": self.floor_met(size=True),
+                "fit_oriented": self.floor_met(either=False),
+                "agent_relative_size_oriented": self.floor_met(size=True, either=False),
+            },
             "summary": {
                 "early": self.summary(early=True),
                 "last_step": self.summary(early=False),
@@ -186,7 +241,7 @@ class HeldOutReport:
 
     def lines(self) -> list[str]:
         """The report in words, an agent a line and the SKIP decision."""
-        out = [f"leave one agent out ({len(self.agents)} agents; false-stop budget {self.max_false_stops:.1%}):"]
+        out = [f"{self.method} ({len(self.agents)} agents; false-stop budget {self.max_false_stops:.1%}):"]
         for a in self.agents:
             best_last = max((b.oriented for b in a.last_baselines), default=float("nan"))
             best_early = max((b.oriented for b in a.early_baselines), default=float("nan"))
@@ -195,7 +250,9 @@ class HeldOutReport:
                 f"  {a.agent} ({a.runs} runs, {a.failed} failed; fitted on {a.training_runs} runs of "
                 f"{len(a.trained_on)} other agent(s) {where}, {a.family}): last step {a.last_step:.3f} vs size "
                 f"{best_last:.3f}; step {EARLY_STEP} {a.early:.3f} vs size so far {best_early:.3f} "
-                f"({a.early_runs} runs still going); SKIP: {a.skip.why}"
+                f"({a.early_runs} runs still going); agent-relative size: last {a.size_last:.3f}, step "
+                f"{EARLY_STEP} {a.size_early:.3f}; floor {'met' if a.floor()['met'] else 'missed'} (size: "
+                f"{'met' if a.floor(size=True)['met'] else 'missed'}); SKIP: {a.skip.why}"
             )
         for agent, why in self.skipped.items():
             out.append(f"  {agent}: not held out ({why})")

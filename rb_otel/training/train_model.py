@@ -141,7 +141,7 @@ def train_dataset(
     prior = prior_of(runs)
     data = extract(runs, prior)
     stages.stage(f"{folds}-fold cross-validation by task ({len(data.run)} prefixes)", folds, "fold")
-    oof = nested_out_of_fold(data, k=folds, seed=seed, done=stages.advance)
+    oof = nested_out_of_fold(data, k=folds, seed=seed, done=stages.advance, workers=min(os.cpu_count() or 1, 4))
     report = _report(data, oof, dataset, folds=folds, max_false_stops=max_false_stops)
     if permutations > 0:
         stages.stage("the test against chance (fits on shuffled outcomes)", permutations, "fit")

@@ -36,7 +36,6 @@ from pathlib import Path
 
 from rb_otel import process_exit
 from rb_otel.backends.baselines.opening import open_summary_store
-from rb_otel.deprecation import deprecated
 from rb_otel.steering.pilot.baselines import (
     EMPTY_BASELINE,
     MAX_AGENTS,
@@ -73,7 +72,6 @@ class BaselineCache:
     :class:`~rb_otel.backends.baselines.errors.SummaryStoreError` here, at construction; nothing after that raises.
     ``on_event(kind, count)`` is told of every failure and drop (the facade counts them as
     ``rb.baselines.errors`` / ``rb.baselines.dropped``); more listeners with :meth:`add_listener`.
-    ``save_every`` is accepted for code written for the previous release and ignored (deprecated).
     """
 
     def __init__(
@@ -85,13 +83,7 @@ class BaselineCache:
         queue_size: int = 4096,
         max_agents: int = MAX_AGENTS,
         on_event: Callable[[BaselineEvent, int], None] | None = None,
-        save_every: int | None = None,
     ) -> None:
-        if save_every is not None:
-            deprecated(
-                "BaselineCache(save_every=...)",
-                advice="remove it (it is ignored: every finished run is appended by a background writer)",
-            )
         if store is None:
             store = os.environ.get(BASELINES_ENV, "").strip() or None
         self._given = str(store) if isinstance(store, str | Path) else ""  # what messages are scrubbed of

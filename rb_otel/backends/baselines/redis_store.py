@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from rb_otel.backends.baselines.errors import StoreUnavailable, SummaryStoreError
+from rb_otel.backends.baselines.models import StoredModel
 from rb_otel.backends.baselines.rows import StoredRows
 from rb_otel.steering.pilot.baselines import MAX_AGENTS, MAX_RUNS, AgentInfo, AgentRuns, RunSummary
 from rb_otel.urls import display_url, encoded_credentials, scrub
@@ -91,7 +92,7 @@ class RedisSummaryStore:
         try:
             port = urlsplit(url).port
         except ValueError:
-            raise SummaryStoreError(f"{self.url}: the port is not a number between 0 and 65535") from None
+            raise SummaryStoreError(f"{self.url}: the port is not a number between 1 and 65535") from None
         if port == 0:
             raise SummaryStoreError(f"{self.url}: the port is not a number between 1 and 65535")
         self._raw_url, query = _split_query(url)
@@ -191,6 +192,40 @@ class RedisSummaryStore:
         pipe.delete(self._runs_key(agent), self._ids_key(agent))
         with self._answering():
             return bool(pipe.execute()[0])
+
+    # -- learned models (rb_otel.backends.baselines.models): one string key per agent ---------------------
+
+    def put_model(self, record: StoredModel) -> None:
+        """Write (or replace) ``record.agent``'s learned model."""
+        with self._answering():
+            self._client(_WRITE_TIMEOUT).set(self._model_key(record.agent), record.as_json())
+
+    def model(self, agent: str, *, timeout: float | None = None) -> StoredModel | None:
+        """``agent``'s learned model, ``None`` when it has none (or the key is not a record: one warning)."""
+        with self._answering():
+            raw = self._client(_WRITE_TIMEOUT if timeout is None else timeout).get(self._model_key(agent))
+        return None if raw is None else self._rows.model(agent, raw)
+
+    def drop_model(self, agent: str) -> bool:
+        """Withdraw ``agent``'s learned model; whether it had one."""
+        with self._answering():
+            return bool(self._client(_WRITE_TIMEOUT).delete(self._model_key(agent)))
+
+    def models(self) -> list[StoredModel]:
+        """Every agent's learned model (keys that do not parse skipped, with a warning)."""
+        client = self._client(_WRITE_TIMEOUT)
+        with self._answering():
+            keys = sorted(client.scan_iter(match=self._model_key("*"), count=500))
+            values = client.mget(keys) if keys else []
+        start = len(self._model_key(""))
+        out = []
+        for key, raw in zip(keys, values, strict=True):
+            if raw is not None and (record := self._rows.model(_text(key)[start:], raw)) is not None:
+                out.append(record)
+        return out
+
+    def _model_key(self, agent: str) -> str:
+        return f"{self.prefix}model:{agent}"
 
     def close(self) -> None:
         with self._lock:

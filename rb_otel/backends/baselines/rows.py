@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from rb_otel.backends.baselines.models import StoredModel
 from rb_otel.steering.pilot import RunSummary
 
 __all__ = ["StoredRows"]
@@ -37,6 +38,14 @@ class StoredRows:
         if bad:
             self.warn_once(agent, "rows", f"{bad} stored run(s) of agent {agent!r} are not run summaries; skipped")
         return tuple(out)
+
+    def model(self, agent: str, raw: Any) -> StoredModel | None:
+        """The learned-model record in ``raw`` (JSON text or bytes); ``None``, with one warning, when it is not one."""
+        try:
+            return StoredModel.from_json(raw)
+        except ValueError as exc:
+            self.warn_once(agent, "model", f"the stored model of agent {agent!r} is skipped: {exc}")
+            return None
 
     def warn_once(self, agent: str, kind: str, message: str) -> None:
         """Warn ``message`` the first time this store meets problem ``kind`` with ``agent``."""

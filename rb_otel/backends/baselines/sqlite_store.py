@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.backends.baselines.errors import StoreUnavailable, SummaryStoreError
+from rb_otel.backends.baselines.models import StoredModel
 from rb_otel.backends.baselines.rows import StoredRows
 from rb_otel.steering.pilot.baselines import (
     COLUMNS,
@@ -58,11 +59,12 @@ CREATE TABLE IF NOT EXISTS rb_baselines_runs (
 );
 CREATE INDEX IF NOT EXISTS rb_baselines_runs_by_agent ON rb_baselines_runs (agent, id);
 CREATE INDEX IF NOT EXISTS rb_baselines_agents_by_use ON rb_baselines_agents (last_id);
+CREATE TABLE IF NOT EXISTS rb_baselines_models (agent TEXT PRIMARY KEY, record TEXT NOT NULL);
 """
 #: A finished run is recorded once: a retried append of the same run id inserts nothing (NULL ids, from summaries
 #: of the previous release, are never equal, so they are all kept).
 _ONCE = "CREATE UNIQUE INDEX IF NOT EXISTS rb_baselines_runs_once ON rb_baselines_runs (agent, run_id)"
-_OURS = frozenset({"rb_baselines_meta", "rb_baselines_agents", "rb_baselines_runs"})
+_OURS = frozenset({"rb_baselines_meta", "rb_baselines_agents", "rb_baselines_runs", "rb_baselines_models"})
 
 
 def path_of(url: str) -> Path:
@@ -169,6 +171,34 @@ class SqliteSummaryStore:
             db.execute("DELETE FROM rb_baselines_runs WHERE agent = ?", (agent,))
             db.execute("COMMIT")
         return bool(gone)
+
+    # -- learned models (rb_otel.backends.baselines.models) -----------------------------------------------
+
+    def put_model(self, record: StoredModel) -> None:
+        """Write (or replace) ``record.agent``'s learned model."""
+        with self._connection(self.write_timeout) as db:
+            db.execute(
+                "INSERT INTO rb_baselines_models (agent, record) VALUES (?, ?) "
+                "ON CONFLICT (agent) DO UPDATE SET record = excluded.record",
+                (record.agent, record.as_json()),
+            )
+
+    def model(self, agent: str, *, timeout: float | None = None) -> StoredModel | None:
+        """``agent``'s learned model, ``None`` when it has none (or the row is not a record: one warning)."""
+        with self._connection(timeout) as db:
+            row = db.execute("SELECT record FROM rb_baselines_models WHERE agent = ?", (agent,)).fetchone()
+        return None if row is None else self._rows.model(agent, row[0])
+
+    def drop_model(self, agent: str) -> bool:
+        """Withdraw ``agent``'s learned model; whether it had one."""
+        with self._connection(self.write_timeout) as db:
+            return bool(db.execute("DELETE FROM rb_baselines_models WHERE agent = ?", (agent,)).rowcount)
+
+    def models(self) -> list[StoredModel]:
+        """Every agent's learned model (records that do not parse skipped, with a warning)."""
+        with self._connection() as db:
+            rows = db.execute("SELECT agent, record FROM rb_baselines_models ORDER BY agent").fetchall()
+        return [r for agent, raw in rows if (r := self._rows.model(str(agent), raw)) is not None]
 
     def close(self) -> None:
         with self._lock:

@@ -1,6 +1,7 @@
 """OpenAI-style message lists (as in tau-bench): assistant turns are model calls; ``tool`` messages, matched by
 ``tool_call_id`` (or ``id``, as tau2-bench writes them), are their tool results. Accepts ``{"traj": [...]}``
-(one tau-bench run), ``{"messages": [...]}`` or a bare list; a ``reward`` below 1 makes the run a failure.
+(one tau-bench run: its harness is ``tau-bench``), ``{"messages": [...]}`` or a bare list; a ``reward`` below 1
+makes the run a failure.
 
 A tool call's function may be nested (``{"function": {"name", "arguments"}}``, OpenAI) or flat (``{"name",
 "arguments"}``, tau2-bench); reasoning content (``reasoning_content``/``reasoning``) and the argument of a
@@ -20,8 +21,10 @@ from rb_otel.importers.formats.records import observation as kept_observation
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 
-__all__ = ["ToolResults", "read", "steps_from_messages"]
+__all__ = ["TAU_BENCH", "ToolResults", "read", "steps_from_messages"]
 
+#: The harness of a tau-bench (v1) result (``{task_id, reward, info, traj}``), told by that structure.
+TAU_BENCH = "tau-bench"
 #: Tools whose arguments are the agent's reasoning rather than an action on the world.
 THINK_TOOLS = frozenset({"think", "thinking", "reason", "scratchpad"})
 
@@ -134,9 +137,12 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
     reward = data.get("reward") if isinstance(data, dict) else None
     if isinstance(reward, int | float) and reward < 1:
         outcome = f"failure: reward {reward:g}"
+    # one tau-bench result saved alone ({task_id, reward, info, traj}): its harness, by the file's own structure
+    tau_bench = isinstance(data, dict) and isinstance(data.get("traj"), list) and "reward" in data
     yield ImportedRun(
         run_id=path.stem,
         source="openai_messages",
+        harness=TAU_BENCH if tau_bench else "",
         steps=steps,
         task=task,
         task_id=str(data.get("task_id")) if isinstance(data, dict) and data.get("task_id") is not None else "",

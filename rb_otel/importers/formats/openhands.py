@@ -3,6 +3,10 @@
 Each agent action (anything but the system prompt) is a model call; the observation whose ``cause`` is that
 action is its tool result. Token counts are the deltas of ``llm_metrics.accumulated_token_usage``; events carry
 real timestamps.
+
+The agent (docs/importers.md, "Agent identity"): the harness is ``openhands``, with the agent class an evaluation
+output's ``metadata.agent_class`` names (``openhands CodeActAgent``); the model is ``metadata.llm_config.model``
+(:func:`~rb_otel.importers.identity.agent_model`), else the first step's.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 
 from rb_otel.importers.formats.records import as_int, iso_seconds, load_json, text
 from rb_otel.importers.formats.records import observation as kept_observation
+from rb_otel.importers.identity import agent_model
 from rb_otel.importers.model import ImportedRun, ImportedStep, ImportedTool, ImportProblem, RecordError
 
 __all__ = ["read"]
@@ -79,9 +84,14 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
     error = data.get("error") if isinstance(data, dict) else None
     run_id = str(data.get("instance_id")) if isinstance(data, dict) and data.get("instance_id") else path.stem
     last_time = max((s.timestamp for s in steps if s.timestamp is not None), default=None)
+    metadata = _mapping(data.get("metadata")) if isinstance(data, dict) else {}
+    agent_class = str(metadata.get("agent_class") or "")
+    model = str(_mapping(metadata.get("llm_config")).get("model") or next((s.model for s in steps if s.model), ""))
     yield ImportedRun(
         run_id=run_id,
         source="openhands",
+        harness=f"openhands {agent_class}".strip(),
+        model=agent_model(model),
         steps=steps,
         task=task,
         outcome=f"failure: {str(error)[:80]}" if error else "success",

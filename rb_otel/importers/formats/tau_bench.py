@@ -3,7 +3,8 @@ such run on its own (an element of that list saved as a file, as the records und
 ``historical_trajectories`` are often kept).
 
 Each element is one run (``task-<task_id>-trial-<trial>``); ``traj`` is an OpenAI-style message list; a
-``reward`` below 1 is a failure. A malformed element is skipped and listed; the rest are read.
+``reward`` below 1 is a failure. A malformed element is skipped and listed; the rest are read. The harness is
+``tau-bench`` (the files do not name the agent's model).
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from rb_otel.importers.formats.openai_messages import steps_from_messages
+from rb_otel.importers.formats.openai_messages import TAU_BENCH, steps_from_messages
 from rb_otel.importers.formats.records import load_json
 from rb_otel.importers.model import ImportedRun, ImportProblem, RecordError
 from rb_otel.telemetry import names as n
 
-__all__ = ["read", "reward_outcome"]
+__all__ = ["HARNESS", "read", "reward_outcome"]
+
+#: The harness of tau-bench (v1) results, read from their structure (``{task_id, reward, info, traj}``).
+HARNESS = TAU_BENCH
 
 
 def reward_outcome(reward: object) -> str:
@@ -50,6 +54,7 @@ def read(path: Path, problems: list[ImportProblem]) -> Iterator[ImportedRun]:
             run_id=f"task-{task_id}-trial-{trial}",
             source="tau_bench",
             agent_name="tau-bench",
+            harness=HARNESS,
             steps=steps,
             task=task,
             task_id=str(task_id),

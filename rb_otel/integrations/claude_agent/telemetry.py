@@ -1,12 +1,12 @@
 """``claude_agent_telemetry``: the Claude Agent SDK's ``query()`` message stream, recorded as an rb-otel run.
 
-It passes every message through unchanged and reads (docs/frameworks.md, "Other frameworks"): the first message opens
-the ``invoke_agent``
-span; each assistant turn (the messages sharing one ``message_id``: the CLI sends a turn's blocks one message at
-a time) is one step and one ``chat`` span, from the message before it to its arrival, with its usage's tokens and
-the tools it asked for; each ``tool_use`` block opens an ``execute_tool`` span that its ``tool_result`` ends (an
-``is_error`` result fails it; the result is cut to 8,000 characters and recorded only with content capture on);
-the ``ResultMessage`` ends the run (``success``, else ``failure: <subtype>``). A stream that raises, or ends or is
+It passes every message through unchanged and reads (docs/frameworks.md, "Other frameworks"): the first message
+opens the ``invoke_agent`` span (the CLI's ``init`` system message, whose ``tools`` say the run's kind of agent);
+each assistant turn (the messages sharing one ``message_id``: the CLI sends a turn's blocks one message at a time)
+is one step and one ``chat`` span, from the message before it to its arrival, with its usage's tokens and the tools
+it asked for; each ``tool_use`` block opens an ``execute_tool`` span that its ``tool_result`` ends (an ``is_error``
+result fails it; the result is cut to 8,000 characters and recorded only with content capture on); the
+``ResultMessage`` ends the run (``success``, else ``failure: <subtype>``). A stream that raises, or ends or is
 closed before its result, ends the run as ``failure: <exception>`` / ``failure: incomplete``.
 
 Telemetry only: the SDK runs the agent loop itself, so there is no request to steer; steps are scored and move
@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Protocol
 
-from claude_agent_sdk import AssistantMessage, ResultMessage, UserMessage
+from claude_agent_sdk import AssistantMessage, ResultMessage, SystemMessage, UserMessage
 from claude_agent_sdk.types import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
 from rb_otel.integrations.steered_runs import RunFactory, SteeredRun
@@ -54,15 +54,31 @@ async def claude_agent_telemetry(
     """``async for message in claude_agent_telemetry(query(prompt=..., options=...), rb, agent_name="coder")``."""
     fields = RunFields(agent_name=agent_name, task=task, framework="claude-agent-sdk", model=model)
     rb.runs.watch_agent(agent_name)
-    run = _ClaudeRun(rb.runs.open(fields, metadata=metadata, steer=False))
+
+    def opened(first: Any = None) -> _ClaudeRun:
+        # the run opens at the stream's first message: the CLI's init message names the agent's tools (its kind)
+        return _ClaudeRun(rb.runs.open(fields, metadata=metadata, steer=False, tools=_init_tools(first)))
+
+    run: _ClaudeRun | None = None
     try:
         async for message in messages:
+            run = run or opened(message)
             run.see(message)
             yield message
     except BaseException as exc:
+        run = run or opened()
         run.end(f"failure: {type(exc).__name__}", error=None if isinstance(exc, GeneratorExit) else exc)
         raise
-    run.end("failure: incomplete")
+    (run or opened()).end("failure: incomplete")
+
+
+def _init_tools(message: Any) -> list[str] | None:
+    """The tools the Claude Code CLI offers the agent, from its ``init`` system message (``None`` for any other
+    message: not known)."""
+    if not isinstance(message, SystemMessage) or message.subtype != "init":
+        return None
+    tools = message.data.get("tools") if isinstance(message.data, dict) else None
+    return [str(t) for t in tools if isinstance(t, str)] if isinstance(tools, list) else None
 
 
 class _ClaudeRun:

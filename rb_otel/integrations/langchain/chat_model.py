@@ -25,8 +25,10 @@ from langchain_core.language_models.base import LangSmithParams
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableBinding
+from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from rb_otel.steering.pilot.kinds import tool_names
 from rb_otel.types import StepLogEntry
 
 from ._guard import guard
@@ -150,12 +152,16 @@ class SteeredChatModel(BaseChatModel):
     def _before(self, messages: list[BaseMessage]) -> tuple[AgentRun | None, StepCall | None]:
         system = messages[0] if messages and isinstance(messages[0], SystemMessage) else None
         conversation: list[Any] = messages[1:] if system is not None else messages
+        # the tools the agent bound say the run's kind of agent (none bound: a kind not known, not customer service)
+        tools: list[BaseTool | dict[str, Any]] = (
+            [{"name": name} for name in tool_names(self.tool_binding[0])] if self.tool_binding else []
+        )
         request: ModelRequest[Any] = ModelRequest(
             model=self.inner,
             messages=conversation,
             system_message=system,
             tool_choice=None,
-            tools=[],
+            tools=tools,
             response_format=None,
             state=None,
             runtime=None,

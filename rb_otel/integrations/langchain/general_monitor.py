@@ -12,6 +12,7 @@ called without a hint.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
@@ -22,7 +23,7 @@ from rb_otel.integrations.langchain._graph_context import node_run_id
 from rb_otel.integrations.langchain._guard import guard
 from rb_otel.integrations.langchain.notes import HintGiven
 from rb_otel.integrations.langchain.token_saving import build_steps_from_messages
-from rb_otel.steering.checks import check_int
+from rb_otel.steering.checks import check_int, expected
 from rb_otel.steering.general_monitor import DEFAULT_SUBMIT_TOOLS, DEFAULT_VERIFY_TOOLS, HINTS, first_rule
 
 __all__ = ["GeneralMonitorMiddleware"]
@@ -30,6 +31,16 @@ __all__ = ["GeneralMonitorMiddleware"]
 _log = logging.getLogger("rb_otel.integrations.langchain")
 #: Marks our hints in the history: the rule's name (cooldowns are read from the run's own messages).
 _HINT_KEY = "rb_general_monitor"
+
+
+def _tool_names(name: str, value: object) -> frozenset[str]:
+    """``value`` as a set of tool names; a bare ``str`` is refused (it would be read as a set of letters)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise expected(name, "a set of tool names (e.g. frozenset({'bash'}))", value)
+    names = frozenset(value)
+    if not all(isinstance(tool, str) for tool in names):
+        raise expected(name, "a set of tool names (str)", next(t for t in names if not isinstance(t, str)))
+    return names
 
 
 class GeneralMonitorMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -52,8 +63,8 @@ class GeneralMonitorMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         check_int("cooldown", cooldown, low=1)
         self.max_tool_calls = max_tool_calls
         self.pack = pack
-        self.verify_tools = frozenset(verify_tools)
-        self.submit_tools = frozenset(submit_tools)
+        self.verify_tools = _tool_names("verify_tools", verify_tools)
+        self.submit_tools = _tool_names("submit_tools", submit_tools)
         self.cooldown = cooldown
         self.fired: dict[str, int] = dict.fromkeys(HINTS, 0)  # firings per rule, over every run served
 

@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp
 
 from rb_otel.integrations.steered_runs import RunFactory
+from rb_otel.steering.pilot.kinds import tool_names as names_of
 from rb_otel.telemetry.names import OUTCOME_INTERRUPTED, OUTCOME_SUCCESS
 from rb_otel.types import ExperimentArm, FSMState, RunFields
 
@@ -211,13 +212,4 @@ def tool_names(request: Any) -> list[str] | None:
     tools = getattr(request, "tools", None)
     if request is None or tools is None:
         return None
-    names = []
-    for tool in tools:
-        if isinstance(tool, dict):
-            function = tool.get("function")
-            name = tool.get("name") or (function.get("name") if isinstance(function, dict) else None)
-        else:
-            name = getattr(tool, "name", None)
-        if isinstance(name, str):
-            names.append(name)
-    return names
+    return names_of(tools)

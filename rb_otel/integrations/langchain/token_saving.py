@@ -28,7 +28,7 @@ from rb_otel.integrations.langchain._graph_context import node_run_id
 from rb_otel.integrations.langchain._guard import guard
 from rb_otel.integrations.langchain._messages import message_text
 from rb_otel.integrations.langchain.notes import TokensSaved
-from rb_otel.steering.checks import check_int, check_number
+from rb_otel.steering.checks import check_bool, check_int, check_number, expected
 from rb_otel.steering.memo import BoundedMemo
 from rb_otel.steering.token_saving import (
     EARLY_EXIT_TEXT,
@@ -140,6 +140,12 @@ class TokenSavingMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise TypeError("signals_fn must be callable: (steps: list[dict]) -> dict[str, float]")
         if not isinstance(early_exit_text, str) or not early_exit_text.strip():
             raise ValueError("early_exit_text must be a non-empty string")
+        for name, switch in (("enable_compression", enable_compression), ("enable_early_exit", enable_early_exit),
+                             ("enable_perplexity_compression", enable_perplexity_compression)):  # fmt: skip
+            check_bool(name, switch)
+        if perplexity_classifier is not None and not callable(perplexity_classifier):
+            what = "a callable (words: list[str]) -> list[bool], or None"
+            raise expected("perplexity_classifier", what, perplexity_classifier)
         self.compress_threshold_chars = compress_threshold_chars
         self.head_keep_chars = head_keep_chars
         self.tail_keep_chars = tail_keep_chars

@@ -51,7 +51,9 @@ class ReasonBlocksRunHooks(RunHooks[Any]):
 
         try:  # the run steers when its agent's model is a steered one (which then records each call)
             steer = isinstance(getattr(agent, "model", None), SteeredOpenAIModel)
-            self._runs.open(self._fields, metadata=self._metadata, steer=steer, owner="hooks")
+            tools = getattr(agent, "tools", None)  # the agent's tools say its kind of agent
+            self._runs.open(self._fields, metadata=self._metadata, steer=steer, owner="hooks",
+                            tools=tools if isinstance(tools, list) else None)  # fmt: skip
         except Exception:
             _log.warning("opening the run failed; continuing", exc_info=True)
 

@@ -58,7 +58,7 @@ class SteeredOpenAIModel(Model):
     # -- the Model interface -------------------------------------------------------------------------------
 
     async def get_response(self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any) -> Any:
-        run, call, target, instructions = self._before(system_instructions, input)
+        run, call, target, instructions = self._before(system_instructions, input, _tools_of(args, kwargs))
         if call is None:
             return await target.get_response(instructions, input, *args, **kwargs)
         try:
@@ -72,7 +72,7 @@ class SteeredOpenAIModel(Model):
     async def stream_response(
         self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        run, call, target, instructions = self._before(system_instructions, input)
+        run, call, target, instructions = self._before(system_instructions, input, _tools_of(args, kwargs))
         completed = None
         try:
             async for event in target.stream_response(instructions, input, *args, **kwargs):
@@ -91,11 +91,13 @@ class SteeredOpenAIModel(Model):
 
     # -- internals -----------------------------------------------------------------------------------------
 
-    def _before(self, instructions: str | None, items: Any) -> tuple[AgentRun | None, LiveCall | None, Model, Any]:
+    def _before(
+        self, instructions: str | None, items: Any, tools: list[Any] | None
+    ) -> tuple[AgentRun | None, LiveCall | None, Model, Any]:
         """Steer the call: the run, its live call (``None`` when steering failed), the model and instructions."""
         try:
             run = self._runs.current() or self._runs.open(
-                self._fields, metadata=self._metadata, steer=True, owner="model"
+                self._fields, metadata=self._metadata, steer=True, owner="model", tools=tools
             )
             session = run.run.session
             turn = last_turn(items)
@@ -164,3 +166,10 @@ class _StreamedResponse:
         self.output = list(getattr(response, "output", None) or [])
         self.usage = getattr(response, "usage", None)
         self.response_id = getattr(response, "id", None)
+
+
+def _tools_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any] | None:
+    """The ``tools`` argument of ``Model.get_response``/``stream_response`` (after ``model_settings``), which says
+    the run's kind of agent; ``None`` when the call has none."""
+    tools = args[1] if len(args) > 1 else kwargs.get("tools")
+    return tools if isinstance(tools, list) else None

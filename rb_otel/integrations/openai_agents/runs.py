@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rb_otel.integrations.live_calls import LiveCall
 from rb_otel.integrations.steered_runs import RunFactory, SteeredRun
+from rb_otel.steering.pilot.kinds import tool_names
 from rb_otel.telemetry import ToolInvocation
 from rb_otel.types import RunFields
 
@@ -58,15 +59,25 @@ class OpenAIRuns:
         trace = self._trace()
         return None if trace is None else self._runs.get(id(trace))
 
-    def open(self, fields: RunFields, *, metadata: Mapping[str, Any], steer: bool, owner: str) -> AgentRun:
-        """The current trace's run, opened (and its span started) if it has none yet."""
+    def open(
+        self,
+        fields: RunFields,
+        *,
+        metadata: Mapping[str, Any],
+        steer: bool,
+        owner: str,
+        tools: Iterable[Any] | None = None,
+    ) -> AgentRun:
+        """The current trace's run, opened (and its span started) if it has none yet; ``tools`` (the agent's
+        ``Tool`` objects) say its kind of agent."""
         trace = self._trace()
         key = id(trace) if trace is not None else None
         with self._lock:
             existing = self._runs.get(key) if key is not None else None
             if existing is not None:
                 return existing
-            steered = self.factory.open(fields, metadata=metadata, steer=steer)
+            names = tool_names(tools) if tools is not None else None
+            steered = self.factory.open(fields, metadata=metadata, steer=steer, tools=names)
             run = AgentRun(steered, trace, owner)
             if key is not None:
                 self._runs[key] = run

@@ -7,7 +7,6 @@ store). The scorer that keeps a fleet's baselines in a shared store is runtime m
 :class:`rb_otel.backends.pilot.PilotScorer`.
 """
 
-from rb_otel.deprecation import moved_names
 from rb_otel.steering.pilot.baselines import (
     AgentBaseline,
     BaselineSource,
@@ -19,6 +18,7 @@ from rb_otel.steering.pilot.model import (
     FEATURES,
     FEATURES_V1,
     PILOT_NAME,
+    PILOT_SIZE,
     PILOT_V2,
     PILOT_V3,
     PilotModel,
@@ -31,6 +31,7 @@ __all__ = [
     "FEATURES",
     "FEATURES_V1",
     "PILOT_NAME",
+    "PILOT_SIZE",
     "PILOT_V2",
     "PILOT_V3",
     "THOUGHT_VIEW",
@@ -47,14 +48,3 @@ __all__ = [
     "pilot_fsm_thresholds",
     "step_tokens",
 ]
-
-#: This package was the pilot's module: the fleet's scorer and cache moved to the runtime, its other names are in
-#: ``run`` now.
-__getattr__ = moved_names(
-    __name__,
-    {
-        "PilotScorer": "rb_otel.backends.pilot:PilotScorer",
-        "BaselineStore": "rb_otel.backends.baselines.cache:BaselineCache",
-    },
-    rest_in="rb_otel.steering.pilot.run",
-)

@@ -4,6 +4,12 @@ No outcomes are involved. When a run ends the pilot writes a label-free :class:`
 up to, the peaks its score sustained, its per-step rates) under its agent's key (:func:`agent_key`); a run that
 starts reads its agent's :class:`AgentBaseline`, built from the agent's newest :data:`MAX_RUNS` summaries.
 
+**Task groups weigh the same.** A summary may carry the key of its run's request (``request``: the task id the
+run was given, else its first user turn normalised, as a number: :func:`~rb_otel.steering.agent_keys.request_code`).
+An agent's distributions then weigh each request alike (each run ``1 / runs of its request``), so an agent that ran
+four tasks two hundred times has a normal of its tasks, not of those four; a run compares itself with its own
+request's earlier runs as they accumulate (:class:`RequestBaseline`). Runs without a request weigh one each.
+
 Where the summaries live is a :class:`SummaryStore`: recording is an *append*, never a read-modify-write of the
 whole state, so concurrent writers cannot lose each other's runs. :class:`MemorySummaryStore` (one process, the
 default) is here; SQLite (several processes on one machine) and Redis (several machines) are in
@@ -18,7 +24,7 @@ import logging
 import math
 import threading
 import time
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,12 +39,15 @@ __all__ = [
     "MAY_BE_UNKNOWN",
     "RATES",
     "RELATIVE_AFTER",
+    "REQUEST",
+    "REQUEST_WEIGHT",
     "TOTALS",
     "AgentBaseline",
     "AgentInfo",
     "AgentRuns",
     "BaselineSource",
     "MemorySummaryStore",
+    "RequestBaseline",
     "RunSummary",
     "SummaryStore",
     "agent_key",
@@ -59,6 +68,10 @@ COLUMNS = (*TOTALS, "peak_slow", "peak_skip")
 #: Per-step rates, averaged over the kept runs.
 RATES = ("log_cps", "error_rate", "repeat_rate", "hedging", "log_tps")
 MAY_BE_UNKNOWN = frozenset({"context"})  # 0 tokens: the harness reports none
+#: The summary value holding the run's request key (module docstring; absent: no request known).
+REQUEST = "request"
+#: How many of its request's own earlier runs weigh as much as the agent's whole normal (:class:`RequestBaseline`).
+REQUEST_WEIGHT = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,47 +144,57 @@ class AgentInfo:
 
 
 class AgentBaseline:
-    """What a normal run of one agent looks like: the sorted values of each of :data:`COLUMNS` over its newest
-    :data:`MAX_RUNS` runs (for their empirical distribution) and the mean of each of :data:`RATES`.
+    """What a normal run of one agent looks like: the distribution of each of :data:`COLUMNS` over its newest
+    :data:`MAX_RUNS` runs and the mean of each of :data:`RATES`, each run weighing ``1 / runs of its request``
+    (module docstring; one each when no run names a request, the plain empirical distribution).
 
     Immutable: a run reads the baseline once when it starts, and :meth:`plus` makes the next one.
-    ``AgentBaseline(runs, recent)`` is the plain definition; :meth:`plus` is its incremental form (the same
-    result, tested against it).
+    ``AgentBaseline(runs, recent)`` is the definition; :meth:`plus` is the same with one more run.
     """
 
-    __slots__ = ("_recent", "_sorted", "error_rate", "hedging", "log_cps", "log_tps", "repeat_rate", "runs")
+    __slots__ = (
+        "_by_request",
+        "_cumulative",
+        "_recent",
+        "_sorted",
+        "error_rate",
+        "hedging",
+        "log_cps",
+        "log_tps",
+        "repeat_rate",
+        "runs",
+    )
 
     def __init__(self, runs: int = 0, recent: Sequence[RunSummary] = ()) -> None:
         kept = tuple(s for s in recent if not s.says_nothing)[-MAX_RUNS:]
         self.runs = max(int(runs), len(kept))
         self._recent = kept
-        self._sorted = {name: sorted(s.values.get(name, 0.0) for s in kept) for name in COLUMNS}
-        self._set_rates()
-
-    def _set_rates(self) -> None:
+        self._by_request: dict[float, AgentBaseline] = {}
+        per_request: dict[float, int] = {}
+        for summary in kept:
+            if (code := summary.values.get(REQUEST)) is not None:
+                per_request[code] = per_request.get(code, 0) + 1
+        weights = [1.0 if (code := s.values.get(REQUEST)) is None else 1.0 / per_request[code] for s in kept]
+        self._sorted: dict[str, list[float]] = {}
+        self._cumulative: dict[str, list[float]] = {}
+        for name in COLUMNS:
+            pairs = sorted(zip((s.values.get(name, 0.0) for s in kept), weights, strict=True))
+            self._sorted[name] = [v for v, _ in pairs]
+            cumulative = [0.0]
+            for _, w in pairs:
+                cumulative.append(cumulative[-1] + w)
+            self._cumulative[name] = cumulative
         for name in RATES:  # over the runs that report it (a summary from an older release may not)
-            known = [s.values[name] for s in self._recent if name in s.values]
-            setattr(self, name, math.fsum(known) / len(known) if known else 0.0)
+            known = [(s.values[name], w) for s, w in zip(kept, weights, strict=True) if name in s.values]
+            total = math.fsum(w for _, w in known)
+            setattr(self, name, math.fsum(v * w for v, w in known) / total if known else 0.0)
 
     def plus(self, summary: RunSummary) -> AgentBaseline:
         """This baseline with ``summary`` added (the oldest kept run dropped beyond :data:`MAX_RUNS`).
         A run with no steps says nothing and leaves the baseline as it is."""
         if summary.says_nothing:
             return self
-        new = AgentBaseline.__new__(AgentBaseline)
-        new.runs = self.runs + 1
-        recent = (*self._recent, summary)
-        dropped = recent[0] if len(recent) > MAX_RUNS else None
-        new._recent = recent[1:] if dropped is not None else recent
-        new._sorted = {}
-        for name in COLUMNS:
-            column = list(self._sorted[name])
-            insort(column, summary.values.get(name, 0.0))
-            if dropped is not None:
-                del column[bisect_left(column, dropped.values.get(name, 0.0))]
-            new._sorted[name] = column
-        new._set_rates()
-        return new
+        return AgentBaseline(self.runs + 1, (*self._recent, summary))
 
     @property
     def known(self) -> int:
@@ -184,21 +207,33 @@ class AgentBaseline:
         return self._recent
 
     def share_below(self, name: str, value: float) -> float | None:
-        """The share of known runs whose ``name`` was below ``value`` (runs with 0, unknown, left out);
+        """The weighted share of known runs whose ``name`` was below ``value`` (runs with 0, unknown, left out);
         ``None`` when no run knows it."""
-        column = self._sorted[name]
+        column, cumulative = self._sorted[name], self._cumulative[name]
         unknown = bisect_left(column, 1e-12) if name in MAY_BE_UNKNOWN else 0
-        known = len(column) - unknown
-        if known <= 0:
+        total = cumulative[-1] - cumulative[unknown]
+        if len(column) - unknown <= 0 or total <= 0:
             return None
-        return max(bisect_left(column, value) - unknown, 0) / known
+        return max(cumulative[max(bisect_left(column, value), unknown)] - cumulative[unknown], 0.0) / total
 
     def quantile(self, name: str, q: float) -> float | None:
-        """The ``q`` quantile of ``name`` over the known runs (``None`` before any run)."""
-        column = self._sorted[name]
+        """The weighted ``q`` quantile of ``name`` over the known runs (``None`` before any run)."""
+        column, cumulative = self._sorted[name], self._cumulative[name]
         if not column:
             return None
-        return column[min(int(q * len(column)), len(column) - 1)]
+        return column[min(max(bisect_right(cumulative, q * cumulative[-1]) - 1, 0), len(column) - 1)]
+
+    def rate(self, name: str) -> float:
+        """The mean of one of :data:`RATES`."""
+        return float(getattr(self, name))
+
+    def for_request(self, code: float) -> AgentBaseline:
+        """The baseline of this agent's kept runs of one request (``code``: the summaries' :data:`REQUEST`)."""
+        found = self._by_request.get(code)
+        if found is None:
+            found = AgentBaseline(0, tuple(s for s in self._recent if s.values.get(REQUEST) == code))
+            self._by_request[code] = found
+        return found
 
     def same_as(self, other: AgentBaseline) -> bool:
         """The same runs count, kept runs, distributions and rates (what a store must give back)."""
@@ -206,11 +241,46 @@ class AgentBaseline:
             self.runs == other.runs
             and self._recent == other._recent
             and self._sorted == other._sorted
+            and self._cumulative == other._cumulative
             and all(getattr(self, r) == getattr(other, r) for r in RATES)
         )
 
     def __repr__(self) -> str:
         return f"AgentBaseline(runs={self.runs}, known={self.known})"
+
+
+class RequestBaseline:
+    """The normal a run of one request is compared with: its agent's (:class:`AgentBaseline`, requests weighing
+    alike) blended with that request's own earlier runs of the agent, which weigh ``n / (n + REQUEST_WEIGHT)``
+    after ``n`` of them. Within one task, a run that is longer than that task's runs usually are is what
+    predicts failure; across tasks, length mostly says which task it is (issue 60: grok-3)."""
+
+    __slots__ = ("_agent", "_own", "_w", "known")
+
+    def __init__(self, agent: AgentBaseline, own: AgentBaseline) -> None:
+        self._agent = agent
+        self._own = own
+        self._w = own.known / (own.known + REQUEST_WEIGHT)
+        self.known = agent.known
+
+    def share_below(self, name: str, value: float) -> float | None:
+        mine, theirs = self._own.share_below(name, value), self._agent.share_below(name, value)
+        if mine is None or theirs is None:
+            return theirs
+        return self._w * mine + (1.0 - self._w) * theirs
+
+    def quantile(self, name: str, q: float) -> float | None:
+        mine, theirs = self._own.quantile(name, q), self._agent.quantile(name, q)
+        if mine is None or theirs is None:
+            return theirs
+        return self._w * mine + (1.0 - self._w) * theirs
+
+    def rate(self, name: str) -> float:
+        """The blended mean of one of :data:`RATES`."""
+        theirs = float(getattr(self._agent, name))
+        if not self._own.known:
+            return theirs
+        return self._w * float(getattr(self._own, name)) + (1.0 - self._w) * theirs
 
 
 EMPTY_BASELINE = AgentBaseline()

@@ -1,15 +1,16 @@
 """The pilot's model file: logistic weights over the pilot's features, the prior baseline and the FSM preset.
 
-Two versions load:
+The versions:
 
 * ``pilot/1`` (the shipped ``pilot_weights.json``): weights over the ten agent-relative features of
   :data:`FEATURES_V1`, trained by ``make pilot1-weights`` (``research/pilot1_weights.py``) on the development data;
 * ``pilot/2`` (what ``rb-otel train`` writes for one agent): weights over :data:`FEATURES` (the same ten and
   three "beyond normal" size features) plus hashed text tokens (:mod:`rb_otel.steering.pilot.text`), fixed
   SLOW/SKIP thresholds chosen from the fit's own out-of-fold scores, and ``trained``: what it was trained on;
-* ``pilot/3`` (a kind's default, written by ``make held-out`` where the kind earns one): the same file, fitted on
-  every development agent of one kind as the average of the model families (docs/signal.md, "A default pilot per
-  kind"), so its text weights come in more than one block, one per way of counting (``more_text``).
+* ``pilot/3`` (a default fitted on several agents of one kind): the same file, the average of the model families,
+  so its text weights come in more than one block, one per way of counting (``more_text``); none is shipped now;
+* ``pilot/size`` (each kind's shipped default, :func:`agent_relative_size`): no fitted weight, the agent-relative
+  size, written by ``make held-out`` with the kind's typical run as its prior.
 """
 
 from __future__ import annotations
@@ -32,11 +33,14 @@ __all__ = [
     "FEATURES_V1",
     "MODEL_FORMAT",
     "PILOT_NAME",
+    "PILOT_SIZE",
     "PILOT_V2",
     "PILOT_V3",
     "SIGNED_FEATURES",
+    "SIZE_FEATURES",
     "PilotModel",
     "TextWeights",
+    "agent_relative_size",
 ]
 
 #: ``rb.scorer`` of the shipped model (the version changes when the features or their meaning change).
@@ -45,15 +49,24 @@ PILOT_NAME = "pilot/1"
 PILOT_V2 = "pilot/2"
 #: ``rb.scorer`` of a kind's default fitted on several agents of that kind (:data:`DEFAULT_FOR_KIND`).
 PILOT_V3 = "pilot/3"
-#: The ``format`` of a pilot/2 or pilot/3 file.
+#: ``rb.scorer`` of the agent-relative size (:func:`agent_relative_size`): no fitted weights, the default of a kind
+#: whose learned default does not clear the cold-start floor on harnesses it never saw.
+PILOT_SIZE = "pilot/size"
+#: What the agent-relative size adds up: how far past this agent's finished runs the run already is in steps,
+#: characters written and its largest call (each the share of the agent's runs that had ended with less).
+SIZE_FEATURES: tuple[str, ...] = ("overrun_steps", "overrun_chars", "overrun_context")
+#: The format of a pilot/2 or pilot/3 file.
 MODEL_FORMAT = "rb-otel pilot model/2"
 
 #: The model ``scorer="pilot"`` uses for each kind of agent (:mod:`rb_otel.steering.pilot.kinds`), a file of this
-#: package. A kind gets its own pilot/3 only when, held out agent by agent within the kind, it beats every size
-#: baseline oriented on the training agents at step 10 by 0.05 on the median agent and is below none with 100 runs
-#: or more (docs/signal.md, "A default pilot per kind"); until then the kind keeps pilot/1. Measured this round:
-#: coding earns its pilot/3, customer service keeps pilot/1.
-DEFAULT_FOR_KIND: Mapping[str, str] = {CODING: "pilot3_coding.json", CUSTOMER_SERVICE: "pilot_weights.json"}
+#: package. A learned default must clear the cold-start floor on every agent of every harness left out of its fit
+#: (docs/signal.md, "A default pilot per kind"); where none does, the kind's default is the agent-relative size
+#: (:func:`agent_relative_size`, with the kind's typical run as its prior). Measured this round: no learned default
+#: clears it in either kind, so both kinds' default is the agent-relative size.
+DEFAULT_FOR_KIND: Mapping[str, str] = {
+    CODING: "pilot_size_coding.json",
+    CUSTOMER_SERVICE: "pilot_size_customer_service.json",
+}
 _SHIPPED = "pilot_weights.json"
 
 #: The shipped model's inputs, in order. Each is computed from the run's steps so far and the agent's baseline.
@@ -183,6 +196,8 @@ class PilotModel:
             raw = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ValueError(f"{path}: cannot read the pilot model ({exc.strerror or exc})") from None
+        except UnicodeDecodeError:  # a binary file: its name, not a bare codec error
+            raise ValueError(f"{path}: not a pilot model (not UTF-8 text: a binary file?)") from None
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
@@ -228,6 +243,32 @@ class PilotModel:
         """The probability for ``features`` given in the order of ``self.features`` (no text)."""
         z = self.intercept + sum(w * f for w, f in zip(self.weights, features, strict=True))
         return sigmoid(z)
+
+
+def agent_relative_size(prior: Mapping[str, float], *, trained: Mapping[str, Any] | None = None) -> PilotModel:
+    """The agent-relative size as a model: the mean of :data:`SIZE_FEATURES` (each the share of this agent's
+    finished runs, requests weighing alike, that had ended with less than this run has now; the prior's
+    exponential before the agent has runs) on a logit scale, no fitted weight; SLOW relative to the agent (the
+    sustained score above the 0.85 quantile of what its earlier runs reached: longer and heavier than 85% of its
+    runs ended), SKIP off, FAST never. ``prior``: what a new agent's runs are expected to add up to."""
+    return PilotModel(
+        intercept=-3.0,
+        weights=(2.0, 2.0, 2.0),
+        prior=dict(prior),
+        fsm={
+            "fast_threshold": 0.0,  # a short run so far is no sign of an easy one: never FAST
+            "slow_threshold": 0.8,
+            "skip_threshold": 1.0,
+            "hysteresis_margin": 0.05,
+            "fast_window": 6,
+            "slow_window": 3,
+            "skip_window": 8,
+            "slow_quantile": 0.85,
+        },
+        version=PILOT_SIZE,
+        features=SIZE_FEATURES,
+        trained=dict(trained or {}),
+    )
 
 
 def sigmoid(z: float) -> float:

@@ -38,7 +38,17 @@ from collections.abc import Callable, Sequence
 
 from rb_otel.steering.scoring.protocol import ScorerStep
 
-__all__ = ["KEYS_KEPT", "PROGRESS_FEATURES", "DriftScore", "ProgressTracker", "runs_check"]
+__all__ = [
+    "KEYS_KEPT",
+    "PROGRESS_FEATURES",
+    "DriftScore",
+    "ProgressTracker",
+    "call_writes",
+    "command_segments",
+    "json_arguments",
+    "return_code",
+    "runs_check",
+]
 
 #: The progress signals, in the order :meth:`ProgressTracker.values` returns them (docs/signal.md has their rows).
 PROGRESS_FEATURES: tuple[str, ...] = (
@@ -95,7 +105,7 @@ def _first_word(name: str) -> str:
     return words[0].lower() if words else ""
 
 
-def _segments(command: str) -> list[list[str]]:
+def command_segments(command: str) -> list[list[str]]:
     """The words of each command of a pipeline or list (``a && b | c``), wrappers such as ``timeout 60`` left."""
     out = []
     for segment in _SEGMENT.split(command[:_ARG_VIEW]):
@@ -116,7 +126,7 @@ def shell_writes(command: str) -> bool:
     head = command.split("\n", 1)[0] if "<<" in command else command
     if _REDIRECT.search(head[:_ARG_VIEW]):
         return True
-    for words in _segments(command):
+    for words in command_segments(command):
         program = words[0].rsplit("/", 1)[-1]
         if program in _SHELL_WRITE_PROGRAMS:
             return True
@@ -127,7 +137,8 @@ def shell_writes(command: str) -> bool:
     return bool(_SCRIPT_WRITE.search(command[:_ARG_VIEW]))
 
 
-def _arguments(text: str) -> dict[str, object] | None:
+def json_arguments(text: str) -> dict[str, object] | None:
+    """A tool call's arguments as the JSON object they are, or ``None`` when they are not one."""
     if not text.lstrip().startswith("{"):
         return None
     try:
@@ -144,7 +155,7 @@ def is_shell(action: str, arguments: str) -> bool:
 
 def call_writes(action: str, arguments: str) -> bool:
     """Whether a call changes the workspace or the domain's state (module docstring: a *change*)."""
-    parsed = _arguments(arguments)
+    parsed = json_arguments(arguments)
     if is_shell(action, arguments):
         return shell_writes(str(parsed.get("command", "")) if parsed else arguments)
     if parsed is not None and isinstance(parsed.get("command"), str):
@@ -161,9 +172,9 @@ def call_writes(action: str, arguments: str) -> bool:
 def _read_target(action: str, arguments: str) -> str | None:
     """What a call reads (a file, or the call itself for a read tool); ``None`` for a call that does not read."""
     if is_shell(action, arguments):
-        parsed = _arguments(arguments)
+        parsed = json_arguments(arguments)
         command = str(parsed.get("command", "")) if parsed else arguments
-        for words in _segments(command):
+        for words in command_segments(command):
             program = words[0].rsplit("/", 1)[-1]
             files = [w.strip("'\"") for w in words[1:] if not w.startswith("-") and not w[:1].isdigit()]
             if program == "sed" and "-n" in words[1:3]:
@@ -171,7 +182,7 @@ def _read_target(action: str, arguments: str) -> str | None:
             if (program in _READERS or (program == "sed" and "-n" in words[1:3])) and files:
                 return "file:" + files[-1]
         return None
-    parsed = _arguments(arguments)
+    parsed = json_arguments(arguments)
     if parsed is not None and parsed.get("command") == "view" and isinstance(parsed.get("path"), str):
         return "file:" + str(parsed["path"])
     if _first_word(action) in _READ_VERBS:
@@ -182,12 +193,12 @@ def _read_target(action: str, arguments: str) -> str | None:
 def _runs_tests(action: str, arguments: str) -> bool:
     if not is_shell(action, arguments):
         return False
-    parsed = _arguments(arguments)
+    parsed = json_arguments(arguments)
     command = str(parsed.get("command", "")) if parsed else arguments
     command = command[:_ARG_VIEW]
     if _TEST_MODULES.search(command) or _TEST_TOOLS.search(command):
         return True
-    return any(words[0].rsplit("/", 1)[-1] in _TEST_PROGRAMS for words in _segments(command))
+    return any(words[0].rsplit("/", 1)[-1] in _TEST_PROGRAMS for words in command_segments(command))
 
 
 #: A command that runs code: ``python script.py``, ``python -c ...``, ``python -m module`` (not pip).
@@ -201,9 +212,9 @@ def runs_check(action: str, arguments: str) -> bool:
         return True
     if not is_shell(action, arguments):
         return False
-    parsed = _arguments(arguments)
+    parsed = json_arguments(arguments)
     command = str(parsed.get("command", "")) if parsed else arguments
-    for words in _segments(command):
+    for words in command_segments(command):
         if _RUNS_PYTHON.match(words[0].rsplit("/", 1)[-1]) and len(words) > 1:
             target = words[2] if words[1] == "-m" and len(words) > 2 else words[1]
             if target not in {"pip", "-V", "--version"}:

@@ -15,6 +15,10 @@ the run goes, from the steps so far only (never look-ahead):
   pilot/2) also reads hashed tokens of what the agent did and saw (:mod:`rb_otel.steering.pilot.text`); a
   logistic model maps them to a probability.
 
+A run given its request (``request``: the task id, else its first user turn's :func:`request_key`) is compared with
+its agent's normal where each request weighs the same, blended with that request's own earlier runs as they come
+(:class:`~rb_otel.steering.pilot.baselines.RequestBaseline`; its summary records the request for the next ones).
+
 Before an agent has finished a run its baseline is the model's prior (a typical agent of its training data),
 blended out as the agent's own runs arrive. A long thought costs no more than a bounded view of it: hedging words
 are counted in its first and last :data:`THOUGHT_VIEW` characters (its length is still counted whole).
@@ -29,12 +33,15 @@ import uuid
 from collections import deque
 from itertools import islice
 
+from rb_otel.steering.agent_keys import request_code
 from rb_otel.steering.pilot.baselines import (
     MAY_BE_UNKNOWN,
     RELATIVE_AFTER,
+    REQUEST,
     TOTALS,
     AgentBaseline,
     BaselineSource,
+    RequestBaseline,
     RunSummary,
 )
 from rb_otel.steering.pilot.model import (
@@ -98,10 +105,12 @@ class PilotRun:
         "_finished",
         "_last",
         "_model",
+        "_normal",
         "_peaks",
         "_progress",
         "_recent",
         "_repeats",
+        "_request",
         "_seen",
         "_store",
         "_text",
@@ -111,11 +120,18 @@ class PilotRun:
         "_words",
     )
 
-    def __init__(self, model: PilotModel, store: BaselineSource, agent: str) -> None:
+    def __init__(self, model: PilotModel, store: BaselineSource, agent: str, request: str = "") -> None:
         self._model = model
         self._store = store
         self._agent = agent
         self._baseline = store.get(agent)
+        self._request = request_code(request)
+        # the features' normal: the agent's, requests weighing alike, blended with this request's own runs
+        self._normal: AgentBaseline | RequestBaseline = (
+            self._baseline
+            if self._request is None
+            else RequestBaseline(self._baseline, self._baseline.for_request(self._request))
+        )
         self._totals = dict.fromkeys(TOTALS, 0.0)
         self._repeats = self._words = 0
         self._recent: deque[bool] = deque(maxlen=_RECENT)
@@ -174,7 +190,7 @@ class PilotRun:
         with the prior's exponential (an unreported context is never asked for: the characters stand in)."""
         value = self._totals[name]
         prior = 1.0 - math.exp(-value / self._model.prior[f"mean_{name}"])
-        share = self._baseline.share_below(name, value)
+        share = self._normal.share_below(name, value)
         return prior if share is None else blend * share + (1.0 - blend) * prior
 
     def _beyond(self, name: str) -> float:
@@ -183,19 +199,19 @@ class PilotRun:
         value = self._totals[name]
         if value <= 0:
             return 0.0
-        median = self._baseline.quantile(name, 0.5) if self._baseline.known >= _MEDIAN_AFTER else None
+        median = self._normal.quantile(name, 0.5) if self._normal.known >= _MEDIAN_AFTER else None
         if median is None or (name in MAY_BE_UNKNOWN and median <= 0):
             prior = self._model.prior
             median = prior.get(f"median_{name}", prior[f"mean_{name}"])
         return max(math.log1p(value) - math.log1p(median), 0.0)
 
     def _relative(self) -> list[float]:
-        prior, base, totals = self._model.prior, self._baseline, self._totals
+        prior, base, totals = self._model.prior, self._normal, self._totals
         t = totals["steps"]
         blend = base.known / (base.known + _PRIOR_WEIGHT)
 
         def normal(name: str) -> float:
-            return blend * float(getattr(base, name)) + (1.0 - blend) * prior.get(name, 0.0)
+            return blend * base.rate(name) + (1.0 - blend) * prior.get(name, 0.0)
 
         error_rate, repeat_rate, hedging = normal("error_rate"), normal("repeat_rate"), normal("hedging")
         return [
@@ -262,6 +278,8 @@ class PilotRun:
         }
         if totals["context"] > 0:
             values["log_tps"] = math.log1p(totals["context"] / t)
+        if self._request is not None:
+            values[REQUEST] = self._request
         self._store.record(self._agent, RunSummary(time.time(), values, uuid.uuid4().hex))
 
     def fsm_thresholds(self) -> dict[str, float | int]:
@@ -277,7 +295,8 @@ class PilotRun:
         if "slow_quantile" not in fsm:
             return self._relative_skip(preset) if "skip_quantile" in fsm else preset
         slow = self._baseline.quantile("peak_slow", fsm["slow_quantile"])
-        skip = self._baseline.quantile("peak_skip", fsm["skip_quantile"])
+        # no skip_quantile: SKIP stays where the preset has it (the agent-relative size: off)
+        skip = self._baseline.quantile("peak_skip", fsm["skip_quantile"]) if "skip_quantile" in fsm else 1.0
         if slow is None or skip is None:
             return preset
         fast = float(preset.get("fast_threshold", 0.2))

@@ -8,8 +8,19 @@ gives a handful of tokens (:func:`step_tokens`):
 * for a shell command, ``cmd:<program>`` per command in a pipeline (``cd``, ``sed``, ``python``, ``pytest``);
   for structured arguments, ``arg:<key>`` per key;
 * of what it saw (the bounded view of the observation a scorer gets: its head and tail), ``rc:<code>`` (exit codes),
-  ``exc:<ErrorClass>`` (error and exception class names) and ``obs:<word>`` per distinct word (letters and
-  ``_`` only, so ids and numbers, which name one task, are left out).
+  ``exc:<ErrorClass>`` (error and exception class names) and ``obs:<word>`` per distinct word.
+
+**Nothing that names the benchmark.** A fitted default is meant for agents and code it never saw, so a token that
+names what the agent works *on* (a repository, a package, a file, a task, a customer, a city) would be a prior of
+the benchmark, not of the agent's behaviour (issue 60: SWE-bench repository names carried the largest weights).
+So the words are kept only from a fixed vocabulary of behaviour (:data:`BEHAVIOUR_WORDS`: errors, failures,
+retries, refusals and apologies, test outcomes, state changes), programs only from common shell and
+build tools (:data:`PROGRAMS`; any other is ``cmd:other``: a script's or a repository's own tool is named by the
+repository), exception classes only when Python defines them (any other, such as a package's ``FieldError``, is
+``exc:other``). Ids and numbers never become tokens. :func:`normalise_text` puts placeholders for paths, URLs,
+``owner/repo`` and dotted names, ids, hex and numbers: the key of a request (:mod:`rb_otel.steering.agent_keys`) is
+built from it. Renaming a repository, its files or a customer leaves a run's tokens as they were (a test checks
+the live score).
 
 Thoughts are not read: what an agent writes mostly restates its task. A token's bucket is its CRC-32 masked to
 ``bits`` bits; a model keeps weights only for the buckets it learned (bounded memory), and
@@ -18,6 +29,7 @@ Thoughts are not read: what an agent writes mostly restates its task. A token's 
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 import zlib
@@ -25,7 +37,16 @@ from collections.abc import Iterable, Mapping
 
 from rb_otel.steering.scoring.protocol import ScorerStep
 
-__all__ = ["TEXT_VALUES", "TextScore", "bucket", "step_tokens", "text_value"]
+__all__ = [
+    "BEHAVIOUR_WORDS",
+    "PROGRAMS",
+    "TEXT_VALUES",
+    "TextScore",
+    "bucket",
+    "normalise_text",
+    "step_tokens",
+    "text_value",
+]
 
 #: How a bucket's count in the prefix becomes its feature value: ``log`` = log1p(count), ``tf`` = count / steps.
 TEXT_VALUES = ("log", "tf")
@@ -37,6 +58,52 @@ _SEGMENT = re.compile(r"&&|\|\||[|;\n]")
 _KEY = re.compile(r'"([A-Za-z_][A-Za-z0-9_]{0,30})"\s*:')
 _WRAPPERS = frozenset({"sudo", "timeout", "env", "time", "nohup", "xargs"})
 
+#: The words of an observation a token may be made of: what the agent's behaviour looks like (failing, retrying,
+#: refusing, apologising, passing, changing state), in any domain; never what it works on (module docstring).
+BEHAVIOUR_WORDS: frozenset[str] = frozenset(
+    """
+    error errors failed failure failures fail failing fatal exception exceptions traceback warning warnings
+    deprecated denied permission forbidden unauthorized unauthorised refused invalid illegal unexpected unknown
+    undefined unsupported missing cannot unable couldn could not no such exist exists already empty none null
+    nothing timeout timed expired killed aborted abort interrupted terminated crashed crash hang retry retrying
+    again conflict conflicting mismatch incorrect wrong broken corrupt violation exceeded exceeds insufficient
+    limit syntax indentation unterminated unmatched expected got instead found did does doesn isn wasn passed
+    pass passing passes success successful successfully succeeded ok okay done completed complete finished
+    skipped xfail xfailed xpassed collected ran tests test assert assertion assertionerror usage help ignored
+    ignoring created updated deleted removed modified changed unchanged applied reverted saved written wrote
+    cancelled canceled confirmed approved rejected pending active inactive suspended enabled disabled available
+    unavailable eligible ineligible allowed disallowed policy sorry apologize apologise apologies unfortunately
+    regret transfer transferred human agent escalate escalated verify verified verification authenticate
+    authenticated identity confirm please proceed would like anything else help true false yes
+    modulenotfounderror importerror attributeerror typeerror valueerror keyerror indexerror nameerror
+    syntaxerror indentationerror runtimeerror notimplementederror recursionerror permissionerror
+    filenotfounderror zerodivisionerror stopiteration
+    """.split()
+)
+#: Programs a ``cmd:`` token may name: shells, common Unix tools, interpreters, test runners, version control and
+#: package managers. A repository's own script or tool (``runtests.py``, ``django-admin``) is ``cmd:other``.
+PROGRAMS: frozenset[str] = frozenset(
+    """
+    cd ls cat head tail nl sed awk grep egrep rg find xargs echo printf wc sort uniq cut tr tee diff patch cmp
+    cp mv rm mkdir rmdir touch chmod ln pwd which file stat du df env export source test true false sleep kill
+    ps tar gzip unzip curl wget less more vi vim nano git python python3 python2 pip pip3 uv pytest tox nox
+    unittest node npm npx yarn pnpm go cargo rustc gcc make cmake java javac mvn gradle ruby bundle perl php
+    bash sh zsh apt apt-get conda jq perl5 docker submit
+    """.split()
+)
+_BUILTIN_EXCEPTIONS = frozenset(
+    n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)
+)
+# Placeholders for what names a task: URLs, paths, owner/repo, dotted names, ids with digits, hex, numbers.
+_PLACEHOLDERS = (
+    (re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE), "<url>"),
+    (re.compile(r"(?:~|\.{1,2})?(?:/[\w.@+-]+)+/?|\b[\w.-]+(?:/[\w.@+-]+)+"), "<path>"),
+    (re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b"), "<name>"),
+    (re.compile(r"\b(?=\w*\d)(?=\w*[A-Za-z_])\w+\b"), "<id>"),
+    (re.compile(r"\b\d+(?:\.\d+)*\b"), "<n>"),
+)
+_SPACE = re.compile(r"\s+")
+
 
 def _programs(command: str) -> list[str]:
     out = []
@@ -45,8 +112,19 @@ def _programs(command: str) -> list[str]:
         while words and (words[0] in _WRAPPERS or "=" in words[0] or words[0][:1].isdigit()):
             words = words[1:]  # `timeout 60 python`, `FOO=1 make`
         if words:
-            out.append(words[0].rsplit("/", 1)[-1][:24])
+            program = words[0].rsplit("/", 1)[-1]
+            out.append(program if program in PROGRAMS else "other")
     return out
+
+
+def normalise_text(text: str, limit: int = 4000) -> str:
+    """``text`` (its first ``limit`` characters) with what names a task replaced by placeholders (module
+    docstring), lower case, whitespace collapsed: two requests that differ only in the repository, the file, the
+    ids or the numbers they name come out the same."""
+    out = text[:limit]
+    for pattern, placeholder in _PLACEHOLDERS:
+        out = pattern.sub(placeholder, out)
+    return _SPACE.sub(" ", out).strip().lower()
 
 
 def step_tokens(step: ScorerStep, *, repeated: bool = False) -> list[str]:
@@ -62,12 +140,13 @@ def step_tokens(step: ScorerStep, *, repeated: bool = False) -> list[str]:
         if arguments.lstrip()[:1] in ("{", "["):
             tokens += [f"arg:{key}" for key in dict.fromkeys(_KEY.findall(arguments[:4000]))]
         elif action is None or action.lower() in _SHELL_TOOLS or " " in arguments:
-            tokens += [f"cmd:{p}" for p in _programs(arguments)]
+            tokens += [f"cmd:{p}" for p in dict.fromkeys(_programs(arguments))]
     seen = step.observation  # already a bounded view: its head and tail (step_scoring.OBSERVATION_VIEW)
     if seen:
         tokens += [f"rc:{code}" for code in _RETURN_CODE.findall(seen)[:2]]
-        tokens += [f"exc:{name}" for name in dict.fromkeys(_ERROR_CLASS.findall(seen))]
-        tokens += [f"obs:{word}" for word in dict.fromkeys(_WORD.findall(seen.lower()))]
+        classes = (name if name in _BUILTIN_EXCEPTIONS else "other" for name in _ERROR_CLASS.findall(seen))
+        tokens += [f"exc:{name}" for name in dict.fromkeys(classes)]
+        tokens += [f"obs:{word}" for word in dict.fromkeys(_WORD.findall(seen.lower())) if word in BEHAVIOUR_WORDS]
     return tokens
 
 

@@ -5,7 +5,6 @@ scorers and ``resolve_scorer`` (``scorers``), the LLM judge (``judge``) and how 
 them (``steps``). The pilot, a scorer with per-agent baselines, is :mod:`rb_otel.steering.pilot`.
 """
 
-from rb_otel.deprecation import moved_module
 from rb_otel.steering.scoring.heuristic import ERROR_TERMS, HEDGE_TERMS, score_signals, score_step
 from rb_otel.steering.scoring.judge import JUDGE_PROMPT, JudgeScorer
 from rb_otel.steering.scoring.protocol import RunScorer, Scorer, ScorerStep
@@ -38,6 +37,3 @@ __all__ = [
     "text_scorer",
     "text_scorer_name",
 ]
-
-#: This package was the heuristic's module: its other names are in ``heuristic`` now.
-__getattr__ = moved_module(__name__, "rb_otel.steering.scoring.heuristic")

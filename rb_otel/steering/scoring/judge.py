@@ -15,6 +15,7 @@ import re
 from collections import deque
 from collections.abc import Callable
 
+from rb_otel.steering.checks import check_int, check_number, expected
 from rb_otel.steering.scoring.scorers import RunScorer, Scorer, ScorerStep, resolve_scorer
 
 __all__ = ["JUDGE_PROMPT", "JudgeScorer"]
@@ -70,14 +71,19 @@ class JudgeScorer:
         preview_chars: int = 400,
     ) -> None:
         if not callable(ask):
-            raise TypeError("ask must be a callable fn(prompt) -> str")
-        if every < 1 or window < 1:
-            raise ValueError(f"every and window must be at least 1, got {every!r}, {window!r}")
-        if not 0.0 <= weight <= 1.0:
-            raise ValueError(f"weight must be within [0, 1], got {weight!r}")
+            raise expected("ask", "a callable fn(prompt) -> str", ask)
+        check_int("every", every, low=1)
+        check_int("window", window, low=1)
+        check_number("weight", weight, low=0.0, high=1.0)
+        check_int("preview_chars", preview_chars, low=1)
+        if not isinstance(base, str) and not callable(getattr(base, "start_run", None)):
+            raise expected("base", "'heuristic', 'pilot' or a Scorer", base)
         self.ask = ask
         self.every, self.window, self.weight = every, window, weight
-        self.base = resolve_scorer(base)
+        try:
+            self.base = resolve_scorer(base)
+        except ValueError as error:
+            raise ValueError(f"base: {error}") from None
         self.preview_chars = preview_chars
         self.name = f"judge+{self.base.name}"
 

@@ -59,10 +59,11 @@ class Scorer(Protocol):
 class KindAwareScorer(Scorer, Protocol):
     """A scorer whose model depends on the kind of agent a run is (``"coding"``, ``"customer_service"``, ``""``
     not known): the pilot with no model given. ``chooses_by_kind`` says whether it does so now; integrations then
-    start each run with its kind, and ``rb.scorer`` is :meth:`name_for` the kind."""
+    start each run with its kind, and ``rb.scorer`` is :meth:`name_for` the kind and the run's agent key (the pilot
+    names an agent's learned model)."""
 
     chooses_by_kind: bool
 
     def start_run(self, agent: str = "", task_id: str = "", kind: str = "") -> RunScorer: ...
 
-    def name_for(self, kind: str = "") -> str: ...
+    def name_for(self, kind: str = "", agent: str = "") -> str: ...

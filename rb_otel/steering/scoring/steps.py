@@ -92,7 +92,7 @@ class StepScoring:
             resolved = resolve_scorer(scorer)
             if isinstance(resolved, KindAwareScorer) and resolved.chooses_by_kind:  # the pilot's model by kind
                 self._run = resolved.start_run(agent, task_id, kind=kind)
-                self.name = resolved.name_for(kind)
+                self.name = resolved.name_for(kind, agent)
             else:
                 self._run = resolved.start_run(agent, task_id)
                 self.name = resolved.name

@@ -209,7 +209,7 @@ class RedisServer:
             args += ["--requirepass", self.password]
         log = (self.directory / "redis.log").open("ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_until(self._answers, timeout=15, interval=0.05, what=f"redis-server on port {self.port}")
+        wait_until(self._answers, timeout=60, interval=0.05, what=f"redis-server on port {self.port}")
 
     def _answers(self) -> bool:
         with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:

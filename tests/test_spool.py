@@ -5,7 +5,8 @@ that does not read is named in one line and kept aside.
 
 Real processes throughout: ``tests/sigterm_worker.py`` (a LangChain agent under ``rb_otel.configure()``, stopped
 with SIGTERM mid-run) and ``benchmarks/otlp_receiver.py`` (a real OTLP/HTTP receiver in its own process, started on
-the port the worker was given only once the worker is gone: "the endpoint away").
+the port the worker was given only once the worker is gone: "the endpoint away"). Over gRPC, "away" is also a real
+TCP server that accepts and never answers: a try then lasts its whole timeout, and the SIGTERM comes during it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +30,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rb_otel import ReasonBlocks
+from rb_otel.telemetry.export import CountingSpanExporter
 from rb_otel.telemetry.otlp_json import json_line, read_spans
 from rb_otel.telemetry.otlp_json_spans import MalformedSpans, spans_of_lines
 from rb_otel.telemetry.spool import Spool
@@ -69,9 +74,11 @@ def _short(name: str) -> str:
     return name if name.startswith("execute_tool") else name.split(" ", maxsplit=1)[0]
 
 
-def _sigterm_worker(tmp_path: Path, env: dict[str, str], *, refused: bool) -> str:
+def _sigterm_worker(
+    tmp_path: Path, env: dict[str, str], *, refused: bool, also: Callable[[], bool] = lambda: True
+) -> str:
     """Run the worker until its run blocks (and, when ``refused``, until its exporter has been refused and is
-    retrying), SIGTERM it; its log."""
+    retrying) and ``also()`` holds, SIGTERM it; its log."""
     log = tmp_path / f"worker-{len(list(tmp_path.glob('worker-*.log')))}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, str(WORKER), str(tmp_path / "unused.jsonl"), "--handler",
@@ -79,6 +86,7 @@ def _sigterm_worker(tmp_path: Path, env: dict[str, str], *, refused: bool) -> st
         try:
             wanted = "span export refused" if refused else "ready"
             wait_until(lambda: wanted in log.read_text(errors="replace"), timeout=60, what=f"'{wanted}' in {log}")
+            wait_until(also, timeout=60, what="the worker's state before its SIGTERM")
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == -signal.SIGTERM, log.read_text()
         finally:
@@ -154,6 +162,126 @@ def test_sigterm_while_the_endpoint_is_away_spools_and_the_next_start_sends_them
     expected = sorted((s["traceId"], s["spanId"], s["name"]) for s in kept)
     assert sorted(started[0].spans()) == expected  # each span arrived, once
     assert list(spool.iterdir()) == []  # the spool is emptied
+
+
+class _Unanswering:
+    """An endpoint that is down the way a hung Collector is: a real TCP server on 127.0.0.1 that accepts every
+    connection and reads what comes, and never answers. A gRPC export try against it lasts its whole timeout."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.received = 0  # bytes read, all connections
+        self.connections: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            self.connections.append(connection)
+            threading.Thread(target=self._read, args=(connection,), daemon=True).start()
+
+    def _read(self, connection: socket.socket) -> None:
+        while True:
+            try:
+                data = connection.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.received += len(data)
+
+    def close(self) -> None:
+        self.server.close()
+        for connection in self.connections:
+            connection.close()
+
+
+def test_a_sigterm_during_a_grpc_try_that_hangs_spools_the_batch_and_the_queue(
+    tmp_path: Path, receiver_later: tuple[int, list[_Receiver]]
+) -> None:
+    """The chaos run's gap: over gRPC, one try against a Collector that does not answer lasts the export timeout
+    (10 s here), longer than the SIGTERM exit's 2 s. The batch being tried and what ended behind it are kept."""
+    port, started = receiver_later
+    spool = tmp_path / "spool"
+    hung = _Unanswering()
+    try:
+        env = _env(hung.port, spool, OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_EXPORTER_OTLP_TIMEOUT="10")
+        # SIGTERM once the first try has connected (gRPC connects at its first call: the HTTP/2 preface) and waits
+        log = _sigterm_worker(tmp_path, env, refused=False, also=lambda: hung.received > 0)
+        assert "span export refused" not in log  # the try was still under way: nothing had failed yet
+    finally:
+        hung.close()
+
+    kept = _spooled(spool)
+    assert sorted(_short(s["name"]) for s in kept) == sorted(ENDED), log  # every span that ended, none lost
+    assert len({s["spanId"] for s in kept}) == len(ENDED)  # each once
+    assert "7 spans kept" in log and "dropped" not in log and "gave up" not in log.split("spans kept")[0], log
+    (run,) = [s for s in kept if s["name"].startswith("invoke_agent")]
+    assert {a["key"]: a["value"] for a in run["attributes"]}["rb.outcome"] == {"stringValue": "failure: SIGTERM"}
+    for path in spool.iterdir():
+        assert SECRET not in path.read_text()
+
+    started.append(_Receiver(tmp_path / "received", port))  # the next start, with a real OTLP receiver up
+    sent = _next_start(_env(port, spool))
+    assert sent["done"] and sent["sent"] == len(ENDED), sent
+    assert sorted(started[0].spans()) == sorted((s["traceId"], s["spanId"], s["name"]) for s in kept)
+    assert list(spool.iterdir()) == []
+
+
+class _HeldAnswer(BaseHTTPRequestHandler):
+    """A real OTLP/HTTP endpoint that reads each request and answers ``status`` only once ``release`` is set."""
+
+    release = threading.Event()
+    status = 200
+    requests = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).requests += 1
+        self.release.wait(30)
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("status", [200, 400])
+def test_a_hand_over_keeps_the_try_under_way_and_counts_its_late_answer_once(tmp_path: Path, status: int) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    _HeldAnswer.release, _HeldAnswer.status, _HeldAnswer.requests = threading.Event(), status, 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HeldAnswer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+        counting = CountingSpanExporter(OTLPSpanExporter(endpoint=endpoint, timeout=20))
+        spool = Spool(tmp_path / "spool")
+        tried, queued, late = SPANS[:3], SPANS[3:7], SPANS[7:9]
+        results: list[SpanExportResult] = []
+        worker = threading.Thread(target=lambda: results.append(counting.export(tried)))
+        worker.start()
+        wait_until(lambda: _HeldAnswer.requests == 1, timeout=30, what="the try under way")
+        counting.closing(spool)
+        assert counting.hand_over(lambda: list(queued)) == len(tried) + len(queued)  # without waiting for the try
+        assert counting.export(late) is SpanExportResult.FAILURE  # after the hand-over: kept, untried
+        assert _HeldAnswer.requests == 1
+        _HeldAnswer.release.set()
+        worker.join(30)
+    finally:
+        _HeldAnswer.release.set()
+        server.shutdown()
+    ids = [s.context.span_id for s in [*tried, *queued, *late]]
+    assert [int(s["spanId"], 16) for s in _spooled(tmp_path / "spool")] == ids  # oldest first, each once
+    delivered = len(tried) if status == 200 else 0
+    assert results == [SpanExportResult.SUCCESS if status == 200 else SpanExportResult.FAILURE]
+    assert (counting.spooled, counting.dropped) == (len(ids), 0)  # the late answer is not counted again
+    assert (counting.exported, counting.duplicated) == (delivered, delivered)  # delivered and kept: duplicates
 
 
 def test_a_sigterm_with_the_endpoint_up_spools_nothing(

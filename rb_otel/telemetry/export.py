@@ -3,9 +3,10 @@ of silent, and give a command's closing summary its counts."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
@@ -35,10 +36,17 @@ class CountingSpanExporter(SpanExporter):
         self.dropped = 0
         #: Spans not delivered at the process's end but kept in the export spool (not in :attr:`dropped`).
         self.spooled = 0
+        #: Spans kept in the spool at a hand-over (:meth:`hand_over`) whose try then succeeded all the same: they
+        #: are in both :attr:`spooled` and :attr:`exported`, and the next start sends them again (at least once).
+        self.duplicated = 0
         self._failing = False
         self._closing = False
+        self._handed_over = False
         self._spool: SpanKeeper | None = None
         self._lock = threading.Lock()
+        #: The batches being tried now, by a number of their own: taken out by :meth:`hand_over`.
+        self._in_flight: dict[int, Sequence[ReadableSpan]] = {}
+        self._tries = itertools.count()
 
     def closing(self, spool: SpanKeeper | None = None, *, failing: bool = False) -> None:
         """The process is shutting down: once an export has failed, later batches are dropped (and counted) at
@@ -49,8 +57,30 @@ class CountingSpanExporter(SpanExporter):
         self._failing = self._failing or failing
         self._closing = True
 
+    def hand_over(self, queued: Callable[[], Sequence[ReadableSpan]]) -> int:
+        """The process is ending and a try is still under way (an endpoint that does not answer holds it for the
+        whole export timeout, longer than the exit's 2 s): keep in the spool, now, the batches being tried and then
+        what ``queued()`` returns (the processor's queue, oldest first), without waiting for the tries. From now on
+        every batch handed to :meth:`export` is kept untried. A try that ends afterwards counts nothing more; one
+        that succeeded is counted in :attr:`duplicated` too (delivered and kept: sent again by the next start).
+        How many spans were kept; needs :meth:`closing` with a spool first (else they count as dropped)."""
+        with self._lock:
+            self._closing = self._handed_over = True
+            in_flight = [span for batch in self._in_flight.values() for span in batch]
+            self._in_flight.clear()
+        spans = in_flight + list(queued())
+        before = self.spooled
+        if spans:
+            self._undelivered(spans)
+        return self.spooled - before
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if self._closing and self._failing:
+        with self._lock:
+            untried = self._handed_over or (self._closing and self._failing)
+            if not untried:
+                number = next(self._tries)
+                self._in_flight[number] = spans  # set before the try, so a hand-over can keep it meanwhile
+        if untried:
             self._undelivered(spans)
             return SpanExportResult.FAILURE
         try:
@@ -58,6 +88,16 @@ class CountingSpanExporter(SpanExporter):
         except Exception:
             _log.warning("span exporter %s raised", type(self.inner).__name__, exc_info=True)
             result = SpanExportResult.FAILURE
+        with self._lock:
+            kept_meanwhile = self._in_flight.pop(number, None) is None
+            if kept_meanwhile and result is SpanExportResult.SUCCESS:
+                self.exported += len(spans)
+                self.duplicated += len(spans)
+        if kept_meanwhile:  # the spool has the batch already: counted there
+            if result is SpanExportResult.SUCCESS:
+                _log.warning("%d spans kept in the export spool were delivered too; the next start sends them again "
+                             "(duplicates)", len(spans))  # fmt: skip
+            return result
         if result is not SpanExportResult.SUCCESS:
             self._undelivered(spans)
             return result

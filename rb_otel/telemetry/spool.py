@@ -8,8 +8,12 @@ OTLP endpoint (the exporter :func:`~rb_otel.telemetry.setup.configure` counts):
   or :meth:`~rb_otel.telemetry.setup.Providers.shutdown`), what the batch processor still holds is exported as
   before; when the endpoint is away (the retries of :mod:`rb_otel.telemetry.retry` are failing, or the try fails),
   each batch is written to the spool instead of dropped, and counted as ``spooled`` by
-  :class:`~rb_otel.telemetry.export.CountingSpanExporter`. A batch given up on while the process runs (past the
-  retry budget) is dropped as before: the spool is for a process's end.
+  :class:`~rb_otel.telemetry.export.CountingSpanExporter`. A try still under way after half the exit's time (over
+  gRPC, one try against a Collector that does not answer lasts the whole export timeout) is not waited for: the
+  batch being tried and the processor's queue are written at once. Delivery is at least once: a try that succeeds
+  after its batch was written is counted in ``duplicated``, and the next start sends those spans again. A batch
+  given up on while the process runs (past the retry budget) is dropped as before: the spool is for a process's
+  end.
 * **The files.** One file a batch, ``DIR/spans-<time ns>-<pid>-<n>.json``: OTLP/JSON lines, one
   ``ExportTraceServiceRequest`` a line (:func:`~rb_otel.telemetry.otlp_json.json_line`, the Collector ``file``
   exporter's format, which the Collector's ``otlpjsonfile`` receiver reads with ``include: [DIR/spans-*.json]``).
@@ -76,6 +80,9 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 #: A sender's claim on a file: ``<name>.sending-<pid>``; taken back when that process is gone or after this long.
 _CLAIM = ".sending-"
 STALE_CLAIM_S = 120.0
+#: The share of a closing's time the exporter is given to finish what it holds (a try under way, then the queue)
+#: before the spool takes it all without waiting: half, so the files are written well within the exit's 2 s.
+HAND_OVER_SHARE = 0.5
 
 
 def spool_folder(argument: str | Path | None) -> Path | None:
@@ -334,7 +341,9 @@ class SpoolAtExit(SpanProcessor):
 
     def close(self, timeout: float) -> None:
         """Once: stop the sender, stop the retries, and export what the processor holds, keeping in the spool what
-        the endpoint does not take (at once when the retries were already failing)."""
+        the endpoint does not take (at once when the retries were already failing). Bounded: what is not done in
+        half of ``timeout`` (a try still under way) is kept as it is, the batch being tried and the queue, without
+        waiting for the try (:meth:`_hand_over`)."""
         with self._lock:
             if self._closed:
                 return
@@ -345,11 +354,47 @@ class SpoolAtExit(SpanProcessor):
         self.counting.closing(self.spool, failing=failing)
         if self.retrying is not None:
             self.retrying.stop()  # the batch it holds comes back now, and is kept
-        # the SDK's own flush, not the holding processor's (which returns at once while the endpoint fails)
-        BatchSpanProcessor.force_flush(self.processor, max(int(timeout * 1000), 1))
+        # The SDK's own flush, not the holding processor's (which returns at once while the endpoint fails), on a
+        # thread of its own: it waits for a try under way, and one against an endpoint that does not answer (a
+        # Collector down behind gRPC) lasts the whole export timeout, past the exit's 2 s.
+        millis = max(int(timeout * 1000), 1)
+        flush = threading.Thread(
+            target=BatchSpanProcessor.force_flush,
+            args=(self.processor, millis),
+            name="rb-otel-spool-flush",
+            daemon=True,
+        )
+        flush.start()
+        flush.join(timeout * HAND_OVER_SHARE)
+        if flush.is_alive():
+            self._hand_over()
         if self.spool.kept:
             _log.warning("export spool %s: %d spans kept (the endpoint was away); the next start with this spool "
                          "sends them", self.spool.folder, self.spool.kept)  # fmt: skip
+
+    def _hand_over(self) -> None:
+        """Keep the batch being tried and the processor's queue in the spool now, without waiting for the try
+        (:meth:`CountingSpanExporter.hand_over`); the processor's worker takes no further batch from its queue."""
+        batches = getattr(self.processor, "_batch_processor", None)  # the SDK's queue: no public way to reach it
+        queue = getattr(batches, "_queue", None)
+        if batches is not None:
+            batches._shutdown_timeout_exceeded = True  # its worker pops no more batches once the try returns
+        if queue is None:
+            _log.warning("export spool %s: the batch processor's queue cannot be reached (an SDK change); only the "
+                         "batch being tried is kept", self.spool.folder)  # fmt: skip
+
+        def oldest_first() -> list[ReadableSpan]:
+            spans = []
+            while queue:
+                try:
+                    spans.append(queue.pop())  # the oldest are at the right, as the SDK's worker takes them
+                except IndexError:
+                    break
+            return spans
+
+        kept = self.counting.hand_over(oldest_first)
+        _log.info("export spool %s: an export try was still under way; %d spans kept without waiting for it",
+                  self.spool.folder, kept)  # fmt: skip
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         if process_exit.ending():

@@ -12,11 +12,19 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from components import wait_until
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _broken_promises(result: Any) -> list[str]:
+    """The promises of loss and order a run broke, not those of speed: how much slower the agents ran, or how fast
+    a SIGTERM exit was, is what `make chaos` measures on an idle machine; a test beside another `make test` on the
+    same two cores cannot judge it."""
+    return [f"{t.label}: {p}" for t in result.tallies for p in t.problems if "slower" not in p]
 
 
 @pytest.mark.heavy  # 10 worker processes, a Collector, Redis and a receiver of its own
@@ -35,8 +43,7 @@ def test_a_fleet_under_every_fault_loses_only_what_the_docs_promise(tmp_path: Pa
     chaos.print_result(result)  # the table, in the test's output when it fails
     kinds = [t.kind for t in result.tallies]
     assert kinds == ["none", "kill", "sigterm", "collector", "redis", "disk-sqlite", "disk-receiver", "refuse"]
-    broken = [f"{t.label}: {p}" for t in result.tallies for p in t.problems]
-    assert broken == []
+    assert _broken_promises(result) == []
     for tally in result.tallies:
         assert tally.started > 0 and tally.spans_arrived > 0, f"{tally.label}: the fleet did not run through it"
         assert tally.duplicates == 0, f"{tally.label}: {tally.duplicates} spans arrived twice"
@@ -110,7 +117,7 @@ def test_otelcol_rb_killed_while_its_backend_refuses_loses_nothing_it_accepted(t
     (tally,) = [t for t in result.tallies if t.kind == "together"]
     accepted_lost = {cause: n for cause, n in tally.lost.items() if "Collector" in cause and "SIGTERM" not in cause}
     assert accepted_lost == {}, "spans the Collector had accepted never arrived"
-    broken = [f"{t.label}: {p}" for t in result.tallies for p in t.problems]
+    broken = _broken_promises(result)
     assert broken == []  # a SIGTERM loss only as the spool allows it (an export try in progress)
     assert tally.spans_arrived > 0 and tally.duplicates == 0
     assert result.left_behind == []

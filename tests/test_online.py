@@ -17,7 +17,8 @@ from rb_otel.evaluation.online import OnlineRun, online_figures, ordered, replay
 from rb_otel.steering.pilot import PilotModel
 from rb_otel.steering.scoring import ScorerStep
 from rb_otel.training.dataset import LabelledRun
-from rb_otel.training.watch import AgentFit, _with_states, refit_due
+from rb_otel.training.earned import with_states as _with_states
+from rb_otel.training.watch import AgentFit, refit_due
 
 #: ``rb.scorer`` of a coding agent's runs before it has a model of its own (the kind's default).
 DEFAULT = PilotModel.default_for("coding").version

@@ -28,7 +28,8 @@ from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.pilot import PilotModel, pilot_fsm_thresholds
 from rb_otel.steering.scoring import ScorerStep
 from rb_otel.training.dataset import Dataset, LabelledRun
-from rb_otel.training.watch import MIN_LABELS, AgentFit, Watcher, _with_states, earned_states, refit_due
+from rb_otel.training.earned import with_states as _with_states
+from rb_otel.training.watch import MIN_LABELS, AgentFit, Watcher, earned_states, refit_due
 
 # -- the schedule ------------------------------------------------------------------------------------------------
 

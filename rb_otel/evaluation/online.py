@@ -2,12 +2,13 @@
 
 The runs are replayed in file order, each agent on its own (its baselines and its model are its own):
 
-* a run is scored by the model its agent had when it started: the default pilot of its kind until a fit is
-  trusted, then the agent's learned model (what a worker picks up from the store), with that model's SLOW/SKIP;
+* a run is scored by the model its agent had when it started: the default pilot of its kind until its labels
+  orient its size (:mod:`~rb_otel.training.oriented_size`, from 50 labels) or a fit is trusted, then that model
+  (what a worker picks up from the store), with its SLOW/SKIP;
 * its outcome reaches the learner only after the run has ended (the next run sees it, none before);
 * the learner refits on ``rb-otel train --watch``'s schedule (:func:`~rb_otel.training.watch.refit_due`, the same
-  code) by the same fit (:func:`~rb_otel.training.watch.fit_agent`), and a fit that is not trusted withdraws the
-  agent's model, as the watcher does.
+  code) by the same fit (:func:`~rb_otel.training.watch.fit_agent`), and a fit that publishes nothing (neither
+  trusted nor a clear size) withdraws the agent's model, as the watcher does.
 
 Each run gives one :class:`OnlineRun` (one JSON object of ``--json``). The figures (:func:`online_figures`) take
 the runs that started after 50, 100 and 200 labelled runs of their agent and compare the risk at step 10 and at
@@ -123,7 +124,7 @@ def replay_agent(
         if refit_due(len(labelled), last):
             result = fit(list(labelled), agent=run.agent, **(fit_options or {}))
             last = len(labelled)
-            learned = result.record() if result.trusted else None
+            learned = result.record() if result.publishes else None
             if say is not None:
                 say(result.line())
     return out
@@ -215,6 +216,7 @@ def online_figures(records: Sequence[OnlineRun], *, cuts: Sequence[int] = CUTS) 
                     "characters": lambda r: r.chars[-1], "steps": lambda r: len(r.risk),
                     "prompt tokens": lambda r: r.prompt[-1]}),
                 "learned": sum(r.model.startswith("pilot/agent:") for r in after) / len(after),
+                "oriented": sum(r.model.startswith("pilot/agent-size:") for r in after) / len(after),
             }  # fmt: skip
             if len({r.failed for r in early}) == 2:
                 row[f"step_{EARLY}"] = _compare(early_before, early, lambda r: r.risk[_K], {
@@ -227,7 +229,8 @@ def online_figures(records: Sequence[OnlineRun], *, cuts: Sequence[int] = CUTS) 
 
 def figure_lines(figures: dict[str, Any]) -> list[str]:
     """The figures as the table ``rb-otel evaluate --online`` prints."""
-    lines = [f"{'agent':<44}{'after':>6}{'runs':>6}  {'step 10: pilot / size':<24}{'last: pilot / size':<22}learned"]
+    lines = [f"{'agent':<44}{'after':>6}{'runs':>6}  {'step 10: pilot / size':<24}{'last: pilot / size':<22}"
+             "fit / oriented size"]  # fmt: skip
     for agent, per in figures.items():
         for key, row in per.items():
             if not key.startswith("after_"):
@@ -236,7 +239,8 @@ def figure_lines(figures: dict[str, Any]) -> list[str]:
             e = f"{early['pilot']:.3f} / {early['best_size']:.3f}" if early else "n/a"
             last = row["last"]
             lines.append(f"{agent[:43]:<44}{key[6:]:>6}{last['runs']:>6}  {e:<24}"
-                         f"{last['pilot']:.3f} / {last['best_size']:.3f}      {row['learned']:.0%}")  # fmt: skip
+                         f"{last['pilot']:.3f} / {last['best_size']:.3f}      {row['learned']:.0%} / "
+                         f"{row.get('oriented', 0.0):.0%}")  # fmt: skip
         skip = per["skip"]
         if skip["earned"]:
             lines.append(f"  SKIP earned at {skip['labels_when_earned']} labels: stopped "

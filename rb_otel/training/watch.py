@@ -14,15 +14,17 @@ report never trusts a fit, so none is run there (the schedule still counts it as
 
 What reaches the store (:mod:`rb_otel.backends.baselines.models`): a trusted fit's model, its number of labels,
 its fit time, and which of SLOW and SKIP its own cross-fitted record earned (:func:`earned_states`); an unearned
-state's threshold is 1.0 in the model, so a worker never enters it. A later fit that is not trusted withdraws the
-agent's model (its workers go back to the default pilot): a claim the larger record no longer supports is not
-left standing. Nothing of this runs in an agent's process: workers only read the record
+state's threshold is 1.0 in the model, so a worker never enters it. Where no fit is trusted (below 100 labelled
+runs none is judged), the agent's size oriented by its labelled runs, when they make one clear
+(:mod:`rb_otel.training.oriented_size`: the measure and direction its own runs point, with SLOW and SKIP where its
+cross-fitted record earns them, by the same rule). A later fit that publishes neither withdraws the agent's model
+(its workers go back to the default pilot): a claim the larger record no longer supports is not left standing.
+Nothing of this runs in an agent's process: workers only read the record
 (:mod:`rb_otel.backends.baselines.model_cache`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -31,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from rb_otel.backends.baselines.models import ModelStore, StoredModel
-from rb_otel.evaluation.early import StopFigures
 from rb_otel.importers.labels import Labels, load_labels
 from rb_otel.steering.pilot import PilotModel
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset
+from rb_otel.training.earned import earned_states, with_states
+from rb_otel.training.oriented_size import oriented_size
 from rb_otel.training.permutation import PERMUTATIONS
 from rb_otel.training.report import MIN_FAILURES, MIN_RUNS
-from rb_otel.training.thresholds import SKIP_OFF
 
 __all__ = [
     "GROWTH",
@@ -80,36 +82,31 @@ class AgentFit:
     model: PilotModel | None
     why: str  # "" when trusted; else every reason, in words
     seconds: float
+    #: Where no fit is trusted, the agent's size oriented by its labelled runs (:mod:`~.oriented_size`), told in
+    #: words; its model is then ``model``. ``None``: none was clear (or a fit is trusted).
+    oriented: str | None = None
+
+    @property
+    def publishes(self) -> bool:
+        """Whether this fit puts a model in the store: a trusted fit, or else the agent's oriented size."""
+        return self.model is not None and (self.trusted or self.oriented is not None)
 
     def record(self, fitted_at: float | None = None) -> StoredModel:
-        """The store's record of a trusted fit."""
+        """The store's record of what this fit publishes (:attr:`publishes`)."""
         assert self.model is not None
+        assert self.publishes
         return StoredModel(self.agent, self.model.as_dict(), self.labels, time.time() if fitted_at is None else
                            fitted_at, self.slow, self.skip, self.model)  # fmt: skip
 
     def line(self) -> str:
         """One line for the watcher's log."""
+        if not self.trusted and self.oriented is not None:
+            return (f"{self.agent}: {self.labels} labelled runs, fit not trusted ({self.why}); its size oriented by "
+                    f"them: {self.oriented}")  # fmt: skip
         if not self.trusted:
             return f"{self.agent}: {self.labels} labelled runs, not trusted ({self.why})"
         states = ", ".join(s for s, on in (("SLOW", self.slow), ("SKIP", self.skip)) if on) or "neither SLOW nor SKIP"
         return f"{self.agent}: {self.labels} labelled runs, trusted, earned {states} ({self.seconds:.0f} s)"
-
-
-def earned_states(stopping: Sequence[StopFigures], skip_on: bool, z: float = 1.0) -> tuple[bool, bool]:
-    """Which of SLOW and SKIP a trusted fit's cross-fitted record earned (``stopping``: the report's SKIP then
-    SLOW rows, thresholds chosen without the runs they judge). SLOW: it reaches failing runs more often than
-    successful ones beyond chance (the Wilson lower bound, ``z``, of its share of failing runs above the upper
-    bound of its share of successful runs). SKIP: the report's bound held (``skip_on``) and SLOW is earned (the
-    machine reaches SKIP only through SLOW)."""
-    from rb_otel.ab.stats import wilson_interval
-
-    slow_row = stopping[1]
-    failing = round(slow_row.stopped_failing * slow_row.failing)
-    successful = round(slow_row.stopped_successful * slow_row.successful)
-    low = wilson_interval(failing, slow_row.failing, z)[0]
-    high = wilson_interval(successful, slow_row.successful, z)[1]
-    slow = slow_row.failing > 0 and low > high
-    return slow, slow and skip_on
 
 
 def fit_agent(
@@ -126,22 +123,29 @@ def fit_agent(
     started = time.monotonic()
     name = agent if agent is not None else (runs[0].agent if runs else "")
     failed = sum(r.failed for r in runs)
+
+    def untrusted(why: str, model: PilotModel | None) -> AgentFit:
+        # no trusted fit: the agent's size oriented by its labelled runs, where they make one clear
+        size = oriented_size(runs, agent=name, kind=runs[0].kind, max_false_stops=max_false_stops) if runs else None
+        if size is None:
+            return AgentFit(name, len(runs), False, False, False, model, why, time.monotonic() - started)
+        return AgentFit(name, len(runs), False, size.slow, size.skip, size.model, why, time.monotonic() - started,
+                        size.describe())  # fmt: skip
+
     if len(runs) < MIN_RUNS or failed < MIN_FAILURES or failed == len(runs):
-        why = (f"{len(runs)} runs with {failed} failures: a fit is judged from {MIN_RUNS} runs and {MIN_FAILURES} "
-               "failures (and both outcomes)")  # fmt: skip
-        return AgentFit(name, len(runs), False, False, False, None, why, time.monotonic() - started)
+        return untrusted(f"{len(runs)} runs with {failed} failures: a fit is judged from {MIN_RUNS} runs and "
+                         f"{MIN_FAILURES} failures (and both outcomes)", None)  # fmt: skip
     try:
         with _one_blas_thread():
             result = train_dataset(Dataset(runs=list(runs)), max_false_stops=max_false_stops, shuffles=0, seed=seed,
                                    permutations=permutations, held_out_agents=False)  # fmt: skip
     except TrainingError as exc:
-        return AgentFit(name, len(runs), False, False, False, None, str(exc), time.monotonic() - started)
+        return untrusted(str(exc), None)
     report = result.report
     if not report.trusted:
-        return AgentFit(name, len(runs), False, False, False, result.model, "; ".join(report.warnings),
-                        time.monotonic() - started)  # fmt: skip
+        return untrusted("; ".join(report.warnings), result.model)
     slow, skip = earned_states(report.stopping, report.skip_on)
-    model = _with_states(result.model, name, len(runs), slow, skip)
+    model = with_states(result.model, name, len(runs), slow, skip)
     return AgentFit(name, len(runs), True, slow, skip, model, "", time.monotonic() - started)
 
 
@@ -153,19 +157,6 @@ def _one_blas_thread() -> Any:
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(1)
-
-
-def _with_states(model: PilotModel, agent: str, labels: int, slow: bool, skip: bool) -> PilotModel:
-    """``model`` with an unearned state's threshold at 1.0 (a probability never stays above it) and the record of
-    what it earned in ``trained``."""
-    fsm = dict(model.fsm)
-    if not skip:
-        fsm["skip_threshold"] = SKIP_OFF
-    if not slow:
-        fsm["slow_threshold"] = fsm["skip_threshold"] = SKIP_OFF
-    trained = {**model.trained, "agent": agent, "labels": labels, "earned": {"slow": slow, "skip": skip}}
-    skip_block = {**model.skip, "threshold": fsm["skip_threshold"], "on": float(skip)}
-    return dataclasses.replace(model, fsm=fsm, trained=trained, skip=skip_block)
 
 
 def labels_of(paths: Sequence[str | Path], labels: str | Path | Labels | None) -> Labels | None:
@@ -231,12 +222,13 @@ class Watcher:
         return fits
 
     def _publish(self, fit: AgentFit) -> None:
-        """Write a trusted fit, withdraw the model of one that is not; a store that fails leaves the agent due
-        (its fit is made again at the next poll)."""
+        """Write what a fit publishes (a trusted fit, else the agent's oriented size), withdraw the agent's model
+        when it publishes nothing; a store that fails leaves the agent due (its fit is made again at the next
+        poll)."""
         from rb_otel.backends.baselines.errors import StoreUnavailable
 
         try:
-            if fit.trusted:
+            if fit.publishes:
                 record = fit.record()
                 self.store.put_model(record)
                 self.say(f"{fit.line()}; wrote {record.name} to {self.store.url}")

@@ -2,8 +2,9 @@
 
 A record (:class:`StoredModel`) holds the agent's pilot model (the JSON ``rb-otel train`` writes), how many
 labelled runs it was fitted on, when, and which of SLOW and SKIP its own cross-fitted record earned. The watcher
-writes a record only for a trusted fit and withdraws it when a later fit is no longer trusted; workers read it
-off the step path (:mod:`rb_otel.backends.baselines.model_cache`).
+writes a record for a trusted fit, or, before one is trusted, for the agent's size oriented by its labelled runs
+(``trained["basis"]`` :data:`ORIENTED_SIZE`; neither SLOW nor SKIP), and withdraws it when a later fit publishes
+neither; workers read it off the step path (:mod:`rb_otel.backends.baselines.model_cache`).
 
 Where it lives: SQLite, a row of the ``rb_baselines_models`` table (one per agent); Redis, the string key
 ``<prefix>model:<agent>`` (``rb-otel:baselines:model:<agent>`` by default) holding the record's JSON. A store
@@ -19,15 +20,20 @@ from typing import Any, Protocol, runtime_checkable
 
 from rb_otel.steering.pilot import PilotModel
 
-__all__ = ["MODEL_RECORD", "ModelStore", "StoredModel", "model_store_of", "scorer_name"]
+__all__ = ["MODEL_RECORD", "ORIENTED_SIZE", "ModelStore", "StoredModel", "model_store_of", "scorer_name"]
 
+#: ``trained["basis"]`` of a model that is the agent's oriented size (the training module's ``BASIS``; named here
+#: so a worker reads it without importing training code).
+ORIENTED_SIZE = "oriented size"
 #: The format of a stored model record.
 MODEL_RECORD = "rb-otel agent model/1"
 
 
-def scorer_name(agent: str, labels: int) -> str:
-    """``rb.scorer`` of a run scored by the model learned for ``agent`` on ``labels`` labelled runs."""
-    return f"pilot/agent:{agent}@{labels}"
+def scorer_name(agent: str, labels: int, *, oriented_size: bool = False) -> str:
+    """``rb.scorer`` of a run scored by the model learned for ``agent`` on ``labels`` labelled runs:
+    ``pilot/agent:<agent>@<labels>`` for a trusted fit, ``pilot/agent-size:<agent>@<labels>`` for the agent's size
+    oriented by its labelled runs (no fit trusted yet: :mod:`rb_otel.training.oriented_size`)."""
+    return f"pilot/agent{'-size' if oriented_size else ''}:{agent}@{labels}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +52,9 @@ class StoredModel:
     @property
     def name(self) -> str:
         """``rb.scorer`` of the runs it scores (:func:`scorer_name`)."""
-        return scorer_name(self.agent, self.labels)
+        trained = self.model.get("trained")
+        size = isinstance(trained, dict) and trained.get("basis") == ORIENTED_SIZE
+        return scorer_name(self.agent, self.labels, oriented_size=size)
 
     def as_json(self) -> str:
         return json.dumps(

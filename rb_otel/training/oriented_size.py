@@ -1,0 +1,206 @@
+"""What an agent's own labels earn before a fit of it is trusted: its size, in the direction its runs point.
+
+From :data:`~rb_otel.training.watch.MIN_LABELS` labelled runs, a fit of the agent is made on the watcher's
+schedule; until one is trusted (it needs :data:`~rb_otel.training.report.MIN_RUNS` runs and has to beat both
+chance and the size baselines out of fold), the agent would keep its kind's default, whose size points one way
+for every agent: longer than this agent's usual means trouble. Some agents' failures are the short runs (one that
+gives up, or transfers the customer early), and a size that points the wrong way ranks them worse than chance.
+
+So the labels choose, among the same-prefix sizes the figures compare with (the characters written so far and
+the largest call so far; the pilot's ``size_chars`` and ``size_context``), the one that separates this agent's
+failing runs from its successful ones best, and its direction; the score is that size alone, in that direction (a
+logistic curve of the size standardised on the agent's runs, centred on its median run, so a run of median size
+scores 0.5). The steps so far are not among them: at a given step every run has taken as many, so they cannot
+rank runs early, and on the development agents choosing them for the last step cost more at step 10 than it
+gained at the end (docs/learning.md).
+
+A size is chosen by its AUROC on the labelled runs at the last step and at step 10, averaged (the direction is
+the sign of that average); it is written only when it is clear at the last step: at least :data:`MIN_EACH` runs
+of each outcome, and its AUROC away from 0.5 by more than one standard error (Hanley and McNeil's).
+
+SLOW and SKIP are earned as a fit's are, on a cross-fitted record: task-grouped folds, each fold's runs scored
+by the size chosen (measure, direction, centre) on the other folds, the thresholds of each fold chosen on the
+others' scores (:func:`~rb_otel.training.thresholds.holding_bound`), and
+:func:`~rb_otel.training.earned.earned_states` on what stopping at them did. A size that points the other way
+(shorter runs fail) starts every run high, so its record earns neither.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rb_otel.backends.baselines.models import ORIENTED_SIZE
+from rb_otel.evaluation.early import RunTrace, at_first_state, stopping
+from rb_otel.evaluation.metrics import auroc
+from rb_otel.steering.pilot import FEATURES, PilotModel
+from rb_otel.training.cv import grouped_folds
+from rb_otel.training.dataset import LabelledRun
+from rb_otel.training.earned import earned_states, with_states
+from rb_otel.training.features import PrefixData, extract, prior_of
+from rb_otel.training.thresholds import choose_fsm, holding_bound
+
+__all__ = ["BASIS", "MEASURES", "MIN_EACH", "OrientedSize", "oriented_size"]
+
+#: ``trained["basis"]`` of a model this module builds (what a stored record's name is read from).
+BASIS = ORIENTED_SIZE
+#: The sizes it chooses among, with what each is in words.
+MEASURES: dict[str, str] = {
+    "size_chars": "characters written so far",
+    "size_context": "largest call so far",
+}
+#: The fewest labelled runs of each outcome it orients on.
+MIN_EACH = 10
+#: The step of the early figure (the online figures' step 10).
+EARLY = 10
+
+
+#: Task-grouped folds of the cross-fitted record.
+FOLDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class OrientedSize:
+    """The size an agent's labelled runs chose (``measure``, a feature of :data:`MEASURES`), its ``direction``
+    (+1: longer means failure), its AUROC on those runs in that direction (last step, step 10), what its
+    cross-fitted record earned, and the model."""
+
+    measure: str
+    direction: int
+    last: float
+    early: float  # nan where too few runs reach step 10 with both outcomes
+    slow: bool
+    skip: bool
+    model: PilotModel
+
+    def describe(self) -> str:
+        way = "more" if self.direction > 0 else "less"
+        early = "" if math.isnan(self.early) else f", {self.early:.3f} at step {EARLY}"
+        states = ", ".join(s for s, on in (("SLOW", self.slow), ("SKIP", self.skip)) if on) or "neither SLOW nor SKIP"
+        return (f"{MEASURES[self.measure]}, {way} means failure (AUROC on its runs {self.last:.3f} at the end"
+                f"{early}); earned {states}")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """A size, its direction and where it is centred and how spread, chosen on some of the runs."""
+
+    measure: str
+    direction: int
+    last: float  # oriented AUROC at the last step on the runs it was chosen on
+    early: float
+    centre: float
+    spread: float
+
+    def logits(self, data: PrefixData) -> NDArray[np.float64]:
+        column = data.dense[:, FEATURES.index(self.measure)]
+        return self.direction * (column - self.centre) / self.spread
+
+
+def _choose(data: PrefixData, failed: NDArray[np.bool_], chosen_on: NDArray[np.bool_]) -> _Choice:
+    """The size that separates the runs ``chosen_on`` (a mask over runs) best, averaged over the last step and
+    step 10, in the direction of that average."""
+    last_row = np.r_[np.flatnonzero(np.diff(data.run)), len(data.run) - 1]
+    last_row = last_row[chosen_on[data.run[last_row]]]
+    early_row = np.flatnonzero((data.step == EARLY) & chosen_on[data.run])
+    early_failed = failed[data.run[early_row]]
+    early_known = min(int(early_failed.sum()), int((~early_failed).sum())) >= MIN_EACH // 2
+    best: tuple[float, _Choice] | None = None
+    for measure in MEASURES:
+        column = data.dense[:, FEATURES.index(measure)]
+        at_last = auroc(failed[data.run[last_row]], column[last_row])
+        at_early = auroc(early_failed, column[early_row]) if early_known else float("nan")
+        known = [a - 0.5 for a in (at_last, at_early) if not math.isnan(a)]
+        lean = float(np.mean(known)) if known else 0.0
+        direction = 1 if lean >= 0 else -1
+        ends = column[last_row]
+        choice = _Choice(measure, direction, 0.5 + direction * (at_last - 0.5), 0.5 + direction * (at_early - 0.5),
+                         float(np.median(ends)), float(np.std(ends)) or 1.0)  # fmt: skip
+        if best is None or abs(lean) > best[0]:
+            best = (abs(lean), choice)
+    assert best is not None
+    return best[1]
+
+
+def oriented_size(
+    runs: Sequence[LabelledRun], *, agent: str, kind: str = "", max_false_stops: float = 0.02
+) -> OrientedSize | None:
+    """The oriented size of one agent's labelled ``runs`` (module docstring); ``None`` when they do not make one
+    clear (too few of an outcome, or no size away from chance by a standard error at the last step)."""
+    runs = list(runs)
+    failed = np.array([r.failed for r in runs], dtype=bool)
+    if min(int(failed.sum()), int((~failed).sum())) < MIN_EACH:
+        return None
+    prior = prior_of(runs)
+    data = extract(runs, prior)
+    choice = _choose(data, failed, np.ones(len(runs), dtype=bool))
+    if choice.last - 0.5 <= _standard_error(choice.last, int(failed.sum()), int((~failed).sum())):
+        return None
+    slow, skip, fsm = _earned(runs, data, failed, max_false_stops)
+    trained = {
+        "basis": BASIS,
+        "kind": kind,
+        "measure": choice.measure,
+        "direction": choice.direction,
+        "auroc_on_labels": {
+            "last": round(choice.last, 4),
+            "early": None if math.isnan(choice.early) else round(choice.early, 4),
+        },
+    }
+    model = PilotModel(
+        intercept=-choice.direction * choice.centre / choice.spread,
+        weights=(choice.direction / choice.spread,),
+        prior=prior,
+        fsm=fsm,
+        version="pilot/agent-size",
+        features=(choice.measure,),
+        trained=trained,
+    )
+    model = with_states(model, agent, len(runs), slow, skip)
+    return OrientedSize(choice.measure, choice.direction, choice.last, choice.early, slow, skip, model)
+
+
+def _earned(
+    runs: list[LabelledRun], data: PrefixData, failed: NDArray[np.bool_], max_false_stops: float
+) -> tuple[bool, bool, dict[str, float]]:
+    """What the oriented size's cross-fitted record earns (module docstring), and the FSM thresholds chosen on
+    all of its out-of-fold scores."""
+    groups = len({r.group for r in runs})
+    if groups < 2:  # no fold could be judged by the others: nothing is earned
+        preset = {k: v for k, v in PilotModel.default_for(runs[0].kind).fsm.items() if not k.endswith("_quantile")}
+        return False, False, preset
+    folds = grouped_folds([r.group for r in runs], min(FOLDS, groups), seed=0)
+    logits = np.zeros(len(data.run))
+    for fold in np.unique(folds):
+        choice = _choose(data, failed, folds != fold)
+        rows = folds[data.run] == fold
+        logits[rows] = choice.logits(data)[rows]
+    probabilities = data.probabilities(logits)
+    strictness, states = holding_bound(runs, probabilities, folds, max_false_stops)
+    traces = []
+    for run, scores, its in zip(runs, probabilities, states, strict=True):
+        chars = np.cumsum([len(s.thought or "") + len(s.action_input or "") for s in run.steps]).tolist()
+        traces.append(RunTrace(run.failed, scores, chars, run.prompt_tokens, run.tokens, its))
+    rows = [stopping(traces, "SKIP", at_first_state("SKIP")), stopping(traces, "SLOW", at_first_state("SLOW"))]
+    slow, skip = earned_states(rows, strictness is not None)
+    fsm = choose_fsm(
+        [p for p, r in zip(probabilities, runs, strict=True) if not r.failed],
+        probabilities,
+        max_false_stops=max_false_stops,
+        failing=[p for p, r in zip(probabilities, runs, strict=True) if r.failed],
+        z=strictness,
+    )
+    return slow, skip, fsm
+
+
+def _standard_error(area: float, positives: int, negatives: int) -> float:
+    """Hanley and McNeil's standard error of an AUROC ``area`` over ``positives`` and ``negatives``."""
+    q1, q2 = area / (2 - area), 2 * area * area / (1 + area)
+    variance = (area * (1 - area) + (positives - 1) * (q1 - area * area) + (negatives - 1) * (q2 - area * area)) / (
+        positives * negatives
+    )
+    return math.sqrt(max(variance, 0.0))

@@ -62,7 +62,7 @@ def test_an_unearned_state_is_never_entered_and_nothing_makes_it_relative_again(
     assert (fsm["skip_threshold"] < SKIP_OFF) == size.skip and (fsm["slow_threshold"] < SKIP_OFF) == size.slow
 
 
-def _long_runs_fail(n: int = 150) -> list[LabelledRun]:
+def _long_runs_fail(n: int = 450) -> list[LabelledRun]:
     """An agent whose failing runs go on and on (30 steps) where its successful ones end by step 12."""
     return [_run(i, i % 3 == 0, chars=300, steps=30 if i % 3 == 0 else 8 + i % 5) for i in range(n)]
 
@@ -78,6 +78,13 @@ def test_a_size_whose_cross_fitted_record_stops_failing_runs_earns_slow_and_skip
         scorer = PilotRun(size.model, BaselineCache(MemorySummaryStore()), "fresh|m")
         stops[run.failed] = "SKIP" in fsm_states(fsm, [scorer.score(step) for step in run.steps])
     assert stops == {True: True, False: False}
+
+
+def test_skip_needs_enough_successful_runs_for_its_bound() -> None:
+    # 100 successful runs: even with no false stop, the z = 2 bound (4 / 104) is above the 2% budget (it needs about
+    # 200 successful runs in the folds a threshold is chosen on, so about 250 labelled successful runs)
+    size = oriented_size(_long_runs_fail(150), agent="coder|m", kind="coding")
+    assert size is not None and size.slow and not size.skip
 
 
 def test_a_size_that_points_the_other_way_earns_no_stop_it_cannot_justify() -> None:

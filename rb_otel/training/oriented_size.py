@@ -20,7 +20,7 @@ of each outcome, and its AUROC away from 0.5 by more than one standard error (Ha
 
 SLOW and SKIP are earned as a fit's are, on a cross-fitted record: task-grouped folds, each fold's runs scored
 by the size chosen (measure, direction, centre) on the other folds, the thresholds of each fold chosen on the
-others' scores (:func:`~rb_otel.training.thresholds.holding_bound`), and
+others' scores (:func:`~rb_otel.training.thresholds.holding_bound`, its bound from z = 2: :data:`STRICTNESS`), and
 :func:`~rb_otel.training.earned.earned_states` on what stopping at them did. A size that points the other way
 (shorter runs fail) starts every run high, so its record earns neither.
 """
@@ -44,7 +44,7 @@ from rb_otel.training.earned import earned_states, with_states
 from rb_otel.training.features import PrefixData, extract, prior_of
 from rb_otel.training.thresholds import choose_fsm, holding_bound
 
-__all__ = ["BASIS", "MEASURES", "MIN_EACH", "OrientedSize", "oriented_size"]
+__all__ = ["BASIS", "MEASURES", "MIN_EACH", "STRICTNESS", "OrientedSize", "oriented_size"]
 
 #: ``trained["basis"]`` of a model this module builds (what a stored record's name is read from).
 BASIS = ORIENTED_SIZE
@@ -61,6 +61,11 @@ EARLY = 10
 
 #: Task-grouped folds of the cross-fitted record.
 FOLDS = 5
+#: How strict SKIP's false-stop bound is made, in turn (Wilson's ``z``; a fit starts at 1). One size's SKIP sits in
+#: the tail of the successful runs' sizes, which a few later runs can pass: on the first replay of the development
+#: agents, a bound from z = 1 let SKIP on for gpt-5-mini in two orders of three, and it then stopped 4.8% and 5.8%
+#: of the later successful runs. Chosen after that replay, and said so in docs/learning.md.
+STRICTNESS = (2.0, 3.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +145,7 @@ def oriented_size(
     choice = _choose(data, failed, np.ones(len(runs), dtype=bool))
     if choice.last - 0.5 <= _standard_error(choice.last, int(failed.sum()), int((~failed).sum())):
         return None
-    slow, skip, fsm = _earned(runs, data, failed, max_false_stops)
+    slow, skip, fsm = _earned(runs, data, failed, choice, max_false_stops)
     trained = {
         "basis": BASIS,
         "kind": kind,
@@ -165,10 +170,12 @@ def oriented_size(
 
 
 def _earned(
-    runs: list[LabelledRun], data: PrefixData, failed: NDArray[np.bool_], max_false_stops: float
+    runs: list[LabelledRun], data: PrefixData, failed: NDArray[np.bool_], choice: _Choice, max_false_stops: float
 ) -> tuple[bool, bool, dict[str, float]]:
-    """What the oriented size's cross-fitted record earns (module docstring), and the FSM thresholds chosen on
-    all of its out-of-fold scores."""
+    """What the oriented size's cross-fitted record earns (module docstring), and the FSM thresholds of the model
+    that is written (``choice``), chosen on its own scores of the runs by the procedure the record judged: the
+    out-of-fold scores come from each fold's own centre and spread, and thresholds chosen on them would sit on
+    another scale than the written model's."""
     groups = len({r.group for r in runs})
     if groups < 2:  # no fold could be judged by the others: nothing is earned
         preset = {k: v for k, v in PilotModel.default_for(runs[0].kind).fsm.items() if not k.endswith("_quantile")}
@@ -176,22 +183,23 @@ def _earned(
     folds = grouped_folds([r.group for r in runs], min(FOLDS, groups), seed=0)
     logits = np.zeros(len(data.run))
     for fold in np.unique(folds):
-        choice = _choose(data, failed, folds != fold)
+        others = _choose(data, failed, folds != fold)
         rows = folds[data.run] == fold
-        logits[rows] = choice.logits(data)[rows]
+        logits[rows] = others.logits(data)[rows]
     probabilities = data.probabilities(logits)
-    strictness, states = holding_bound(runs, probabilities, folds, max_false_stops)
+    strictness, states = holding_bound(runs, probabilities, folds, max_false_stops, STRICTNESS)
     traces = []
-    for run, scores, its in zip(runs, probabilities, states, strict=True):
+    for run, out_of_fold, its in zip(runs, probabilities, states, strict=True):
         chars = np.cumsum([len(s.thought or "") + len(s.action_input or "") for s in run.steps]).tolist()
-        traces.append(RunTrace(run.failed, scores, chars, run.prompt_tokens, run.tokens, its))
-    rows = [stopping(traces, "SKIP", at_first_state("SKIP")), stopping(traces, "SLOW", at_first_state("SLOW"))]
-    slow, skip = earned_states(rows, strictness is not None)
+        traces.append(RunTrace(run.failed, out_of_fold, chars, run.prompt_tokens, run.tokens, its))
+    record = [stopping(traces, "SKIP", at_first_state("SKIP")), stopping(traces, "SLOW", at_first_state("SLOW"))]
+    slow, skip = earned_states(record, strictness is not None)
+    scores = data.probabilities(choice.logits(data))
     fsm = choose_fsm(
-        [p for p, r in zip(probabilities, runs, strict=True) if not r.failed],
-        probabilities,
+        [p for p, r in zip(scores, runs, strict=True) if not r.failed],
+        scores,
         max_false_stops=max_false_stops,
-        failing=[p for p, r in zip(probabilities, runs, strict=True) if r.failed],
+        failing=[p for p, r in zip(scores, runs, strict=True) if r.failed],
         z=strictness,
     )
     return slow, skip, fsm

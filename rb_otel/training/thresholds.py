@@ -190,6 +190,7 @@ def holding_bound(
     probabilities: Sequence[Sequence[float]],
     folds: NDArray[np.int64],
     max_false_stops: float,
+    strictness: Sequence[float] = BOUND_STRICTNESS,
 ) -> tuple[float | None, list[list[str]]]:
     """The least strict bound under which SKIP keeps the budget on runs its thresholds never saw (the Wilson
     upper bound, z = 1, of the cross-fitted false stops within ``max_false_stops``) and still stops a useful share
@@ -197,7 +198,7 @@ def holding_bound(
     (with SKIP off, the states SKIP off gives)."""
     ok = [i for i, r in enumerate(runs) if not r.failed]
     bad = [i for i, r in enumerate(runs) if r.failed]
-    for z in BOUND_STRICTNESS:
+    for z in strictness:
         states = cross_fitted_states(runs, probabilities, folds, max_false_stops, z)
         stops = sum("SKIP" in states[i] for i in ok)
         stopped = sum("SKIP" in states[i] for i in bad) / max(len(bad), 1)

@@ -167,9 +167,15 @@ class StepLogEntry:
     #: the LangChain middleware and ``rb.chat_model()``: a run interrupted and resumed is one run in several parts,
     #: each its own trace (docs/middleware.md, "Interrupts and resumes"). ``""`` where no part is known.
     part: str = ""
+    #: The run's ``rb.scorer`` and ``rb.scorer.labels`` on a scored step (``""``/``None`` otherwise): what produced
+    #: ``difficulty``, and how many labelled runs of this agent that model was fitted on (0 at cold start). Set by
+    #: the session from the run scorer it scores with; telemetry only (not in :meth:`as_dict`: the step log keeps
+    #: what happened, the spans say what scored it).
+    scorer: str = ""
+    scorer_labels: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """Return a JSON-serialisable dict of every field.
+        """Return a JSON-serialisable dict of every field but ``scorer`` and ``scorer_labels`` (telemetry's).
 
         ``difficulty``, ``model_id``, ``skipped_reason``, ``failure_type`` and ``part`` are left out when empty,
         and ``attempts`` when it is 1; every other field is always present (lists included). ``difficulty`` is

@@ -4,12 +4,13 @@ BaselineCache` in front of the store a URL names (threads, exit hooks: the runti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rb_otel.backends.baselines.cache import BaselineCache
 from rb_otel.backends.baselines.errors import SummaryStoreError
 from rb_otel.backends.baselines.model_cache import ModelCache
-from rb_otel.backends.baselines.models import model_store_of
+from rb_otel.backends.baselines.models import StoredModel, model_store_of
 from rb_otel.steering.checks import check_bool, expected
 from rb_otel.steering.pilot import BaselineSource, PilotModel, PilotRun, SummaryStore
 from rb_otel.steering.pilot.kinds import checked_kind
@@ -37,7 +38,8 @@ class PilotScorer:
     (or any
     :class:`~rb_otel.steering.pilot.baselines.BaselineSource`), a store URL (``sqlite:///path.db`` or a plain path
     for processes on one machine, ``redis://host:port/db`` for several machines, ``memory://``) or ``None``
-    (``RB_OTEL_PILOT_BASELINES``, else in memory, this process only). Runs of one agent
+    (``RB_OTEL_PILOT_BASELINES``, else ``RB_OTEL_STORE``, the store ``rb-otel train --watch`` writes to, else in
+    memory, this process only). Runs of one agent
     (``start_run(agent=...)``, a key from :func:`~rb_otel.steering.pilot.baselines.agent_key`) share a baseline;
     concurrent runs are safe; the store is read when a run starts and written after it ends, never on a step.
 
@@ -67,8 +69,8 @@ class PilotScorer:
                 if isinstance(baselines, BaselineSource) and not isinstance(baselines, SummaryStore)
                 else BaselineCache(baselines)
             )
-        except SummaryStoreError as exc:  # the URL is named already: say which argument it came from
-            raise SummaryStoreError(f"baselines: {exc}") from None
+        except SummaryStoreError as exc:  # the URL is named already: say which argument (or variable) it came from
+            raise SummaryStoreError(f"baselines: {exc}" if baselines is not None else str(exc)) from None
         self.name = self.model.version
         models = model_store_of(getattr(self.baselines, "summaries", None))
         #: The agents' learned models (``None``: a model was given, or the store keeps none). Their store is the
@@ -88,13 +90,28 @@ class PilotScorer:
         return model
 
     def name_for(self, kind: str = "", agent: str = "") -> str:
-        """``rb.scorer`` of a run of ``kind`` and ``agent``: its agent's learned model
-        (``pilot/agent:<key>@<labels>``) when there is one, else its model's version."""
-        learned = self.models.get(agent) if self.models is not None and agent else None
+        """``rb.scorer`` of a run of ``kind`` and ``agent`` starting now: its agent's learned model
+        (``pilot/agent:<key>@<labels>``, or ``pilot/agent-size:...``) when there is one, else its model's version. A
+        run's own name is its :class:`PilotRun`'s ``name``, read with the model that scores it (a refresh between
+        the two calls cannot name a run by one model and score it with another)."""
+        learned = self._learned(agent)
         return learned.name if learned is not None else self.model_for(kind).version
 
     def start_run(self, agent: str = "", task_id: str = "", kind: str = "") -> PilotRun:
-        learned = self.models.get(agent) if self.models is not None and agent else None
+        """A run of ``agent``: scored by its learned model when it has one, named (``name``, ``labels``) by that
+        model's record, all read once; else by the model of ``kind`` (``labels`` 0)."""
+        learned = self._learned(agent)
         if learned is not None and learned.pilot is not None:
-            return PilotRun(learned.pilot, self.baselines, agent)
+            return PilotRun(learned.pilot, self.baselines, agent, name=learned.name, labels=learned.labels)
         return PilotRun(self.model_for(kind), self.baselines, agent)
+
+    def add_model_listener(self, listener: Callable[[StoredModel], None]) -> None:
+        """Tell ``listener(record)`` of each new learned model this process picks up from the store, once per
+        record (the facade counts them as ``rb.models.loaded``); nothing when this scorer reads no learned
+        models."""
+        if self.models is not None:
+            self.models.add_listener(listener)
+
+    def _learned(self, agent: str) -> StoredModel | None:
+        learned = self.models.get(agent) if self.models is not None and agent else None
+        return learned if learned is not None and learned.pilot is not None else None

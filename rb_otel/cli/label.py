@@ -28,8 +28,11 @@ def _label(args: argparse.Namespace) -> int:
     from rb_otel.importers.model import ImportProblem
     from rb_otel.importers.run_contexts import source_run_contexts
     from rb_otel.steering.outcome import RunOutcome
+    from rb_otel.telemetry.hub import global_instruments
     from rb_otel.telemetry.otlp_json_logs import event_export
     from rb_otel.telemetry.outcomes import RunContext, emit_outcome
+
+    counted = global_instruments()  # rb.outcomes.recorded, where a meter provider was set up (else a no-op)
 
     problems: list[ImportProblem] = []
     try:
@@ -55,7 +58,8 @@ def _label(args: argparse.Namespace) -> int:
         for run, succeeded in labelled:
             spans = (int(run.trace_id, 16), int(run.span_id, 16)) if run.trace_id and run.span_id else (0, 0)
             outcome = RunOutcome(run.run_id, "success" if succeeded else "failure")
-            emit_outcome(export.logger, outcome, RunContext(*spans, agent_name=run.agent))
+            if emit_outcome(export.logger, outcome, RunContext(*spans, agent_name=run.agent)):
+                counted.outcome_recorded(outcome.outcome, run.agent)
     finally:
         export.shutdown()
     return _summary(args, export, labelled, len(runs))

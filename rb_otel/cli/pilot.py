@@ -67,10 +67,19 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    """``--watch --store URL``: :func:`rb_otel.training.watch.watch_command`."""
+    """``--watch --store URL`` (``--store`` defaults to ``RB_OTEL_STORE``): :func:`rb_otel.training.watch.
+    watch_command`."""
+    from rb_otel.backends.baselines.environment import STORE_ENV, model_store_problem, store_from_environment
+
+    found = store_from_environment(STORE_ENV) if args.watch and args.store is None else None
+    if found is not None:  # the fleet's store, named once for the workers and the watcher
+        if (problem := model_store_problem(*found)) is not None:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
+        args.store = found[1]
     if not (args.watch and args.store):
-        print("error: --watch and --store go together (train --watch --store URL refits into that store)",
-              file=sys.stderr)  # fmt: skip
+        print(f"error: --watch and --store go together (train --watch --store URL, or {STORE_ENV}=URL, refits "
+              "into that store)", file=sys.stderr)  # fmt: skip
         return 2
     from rb_otel.training.watch import watch_command
 
@@ -162,7 +171,8 @@ def add_train(sub: Any, formats: list[str]) -> None:
     tr.add_argument("--watch", action="store_true", help="keep polling SOURCE and refit each agent into --store "
                     "whenever its labelled runs have grown by half (from 50): one process per fleet")  # fmt: skip
     tr.add_argument("--store", default=None, metavar="URL", help="with --watch: the baseline store the workers use "
-                    "(sqlite:///path.db, redis://host:port/db); trusted models are written there")  # fmt: skip
+                    "(sqlite:///path.db, redis://host:port/db; default: RB_OTEL_STORE); trusted models are written "
+                    "there")  # fmt: skip
     tr.add_argument("--interval", type=float, default=60.0, metavar="SECONDS", help="with --watch: seconds between "
                     "polls (1 to 86400; default 60)")  # fmt: skip
     tr.add_argument("--polls", type=int, default=None, metavar="N", help="with --watch: stop after N polls "

@@ -73,7 +73,7 @@ class ReasonBlocks(AdapterMethods):
       per run from the agent's tools, a shell, code-running, file-editing or code-reading tool meaning coding and no
       tools meaning not known, the generic pilot; recorded as ``rb.agent.kind``)
       and ``baselines`` (``sqlite:///path.db``, ``redis://host:port/db``; default ``RB_OTEL_PILOT_BASELINES``, else
-      memory; ``docs/fleet.md``).
+      ``RB_OTEL_STORE``, the store ``rb-otel train --watch`` writes learned models to, else memory; ``docs/fleet.md``).
     * **telemetry**: ``tracer_provider``, ``meter_provider``, ``logger_provider`` (else the global ones),
       ``capture_content`` (else ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``), ``telemetry_enabled``
       (``False``: nothing is exported, steering is unchanged), ``telemetry_batch_window`` (a run stepping faster
@@ -156,8 +156,11 @@ class ReasonBlocks(AdapterMethods):
             evaluation_events=evaluation_events,
             completion_hook=completion_hook,
         )
-        if isinstance(self.scorer, PilotScorer) and isinstance(self.scorer.baselines, BaselineCache):
-            self.scorer.baselines.add_listener(self.telemetry.instruments.baseline_event)
+        if isinstance(self.scorer, PilotScorer):
+            if isinstance(self.scorer.baselines, BaselineCache):
+                self.scorer.baselines.add_listener(self.telemetry.instruments.baseline_event)
+            instruments = self.telemetry.instruments  # the backends tell, telemetry counts (rb.models.loaded)
+            self.scorer.add_model_listener(lambda record: instruments.model_loaded(record.agent, record.name))
         self._configure_runs(model_routing)
 
     def _connect(
@@ -436,7 +439,8 @@ class ReasonBlocks(AdapterMethods):
         :meth:`flush` (or :meth:`close`) before a short-lived process exits."""
         checked = checked_outcome(run_id, outcome, score, reason)
         where = parse_traceparent(traceparent) if traceparent is not None else RECENT_RUNS.get(checked.run_id)
-        emit_outcome(self.telemetry.events.logger, checked, where, content=self.telemetry.content)
+        if emit_outcome(self.telemetry.events.logger, checked, where, content=self.telemetry.content):
+            self.telemetry.instruments.outcome_recorded(checked.outcome, where.agent_name if where else "")
 
     def traceparent(self, run_id: str) -> str | None:
         """The W3C ``traceparent`` of run ``run_id``'s ``invoke_agent`` span (its latest part), when this process

@@ -10,7 +10,7 @@ import logging
 import re
 import threading
 
-__all__ = ["agent_key", "normalise_model", "request_code", "request_key"]
+__all__ = ["agent_key", "agent_name_of", "normalise_model", "request_code", "request_key"]
 
 _log = logging.getLogger("rb_otel.baselines")
 
@@ -50,6 +50,12 @@ def agent_key(agent_name: str, model: str = "") -> str:
                 model_id or "(none)",
             )
     return f"{name}|{model_id}"
+
+
+def agent_name_of(key: str) -> str:
+    """The agent name :func:`agent_key` made ``key`` of (``""`` for an unnamed agent's): what metrics label an agent
+    with (``gen_ai.agent.name``), never the model part, as the run metrics do."""
+    return str(key).split("|", 1)[0]
 
 
 def request_key(first_user_turn: str) -> str:

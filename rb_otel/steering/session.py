@@ -254,7 +254,12 @@ class SteeringSession:
             record = self._record_scored(thought, action, action_input, observation, score)
             state = record.state
             entry = StepLogEntry(
-                step=step, fsm_state=state.value, thought_preview=thought[:THOUGHT_PREVIEW_CHARS], difficulty=score
+                step=step,
+                fsm_state=state.value,
+                thought_preview=thought[:THOUGHT_PREVIEW_CHARS],
+                difficulty=score,
+                scorer=self._scoring.name,
+                scorer_labels=self._scoring.labels,
             )
         self._open[step] = record
 
@@ -386,6 +391,12 @@ class SteeringSession:
     def scorer_name(self) -> str:
         """``rb.scorer``: what produces this run's difficulty."""
         return self._scoring.name
+
+    @property
+    def scorer_labels(self) -> int:
+        """``rb.scorer.labels``: the labelled runs of this run's agent its scoring model was fitted on (0 for every
+        model but one ``rb-otel train --watch`` learned for the agent)."""
+        return self._scoring.labels
 
     @property
     def injections(self) -> list[BaseInjection]:

@@ -166,8 +166,10 @@ def chat_attributes(
         attrs[n.RB_FSM_STATE] = entry.fsm_state
     if entry.difficulty is not None:
         attrs[n.RB_DIFFICULTY] = entry.difficulty
-        if scorer:
-            attrs[n.RB_SCORER] = scorer
+        named = entry.scorer or scorer  # the session's: the model that scored this step (the run's, else)
+        if named:
+            attrs[n.RB_SCORER] = named
+            attrs[n.RB_SCORER_LABELS] = entry.scorer_labels or 0
     if entry.model_id:
         attrs[n.RB_MODEL_ID] = entry.model_id
     if composite is not None:

@@ -27,7 +27,14 @@ from rb_otel.telemetry.recorder import RunInfo, RunRecorder
 from rb_otel.telemetry.unexported import warn_if_unexported
 from rb_otel.telemetry.uploads import completion_uploads
 
-__all__ = ["INSTRUMENTATION_NAME", "REPLAY_SCOPE_ATTRIBUTE", "SCHEMA_URL", "EnclosingSpan", "Telemetry"]
+__all__ = [
+    "INSTRUMENTATION_NAME",
+    "REPLAY_SCOPE_ATTRIBUTE",
+    "SCHEMA_URL",
+    "EnclosingSpan",
+    "Telemetry",
+    "global_instruments",
+]
 
 INSTRUMENTATION_NAME = "rb_otel"
 #: The semantic conventions the telemetry follows (``schema_url`` of the tracer, the meter and the logger).
@@ -36,6 +43,13 @@ SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
 REPLAY_SCOPE_ATTRIBUTE = "rb.replay"
 
 _log = logging.getLogger("rb_otel.telemetry")
+
+
+def global_instruments() -> Instruments:
+    """Instruments on the global meter provider, for a command with no providers of its own (``rb-otel label``): the
+    provider ``opentelemetry-instrument`` or the caller set up, else a no-op (plain SDK counters: nothing to sum)."""
+    meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, schema_url=SCHEMA_URL)
+    return Instruments(meter, summed=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import threading
 
 from opentelemetry import metrics
 
+from rb_otel.steering.agent_keys import agent_name_of
 from rb_otel.telemetry import names as n
 from rb_otel.telemetry.sums import SummedCounter
 
@@ -90,6 +91,10 @@ class Instruments:
             unit="{run}",
             description="Run summaries dropped unwritten from the baseline store's full queue",
         )
+        # the learning loop's two ends: a learned model reached this worker, an outcome was recorded for the learner
+        loaded, recorded = "Learned models picked up from the store", "Run outcomes recorded after the runs"
+        self.models_loaded = self._counter(n.METRIC_MODELS_LOADED, unit="{model}", description=loaded)
+        self.outcomes_recorded = self._counter(n.METRIC_OUTCOMES_RECORDED, unit="{outcome}", description=recorded)
         self._skip_initialised: set[str] = set()
         self._experiments: set[str] = set()
         self._lock = threading.Lock()
@@ -118,6 +123,16 @@ class Instruments:
             self.baselines_dropped.add(count)
         else:
             self.baselines_errors.add(count, {n.RB_BASELINES_OPERATION: kind})
+
+    def model_loaded(self, agent_key: str, scorer: str) -> None:
+        """A new learned model of the agent keyed ``agent_key`` was picked up (``rb.models.loaded``); labelled by
+        the agent's name (the key's name part, as every metric names agents) and the model's ``rb.scorer``."""
+        self.models_loaded.add(1, {n.GEN_AI_AGENT_NAME: agent_name_of(agent_key), n.RB_SCORER: scorer})
+
+    def outcome_recorded(self, outcome: str, agent_name: str = "") -> None:
+        """An outcome (``success``/``failure``) was recorded for a run of ``agent_name`` (``""``: not known in this
+        process, as for every metric) (``rb.outcomes.recorded``)."""
+        self.outcomes_recorded.add(1, {n.GEN_AI_AGENT_NAME: agent_name, n.RB_OUTCOME: outcome})
 
     def init_skip_series(self, agent_name: str) -> None:
         """``add(0)`` once per agent name so ``increase()`` sees the first SKIP run (telemetry.md)."""

@@ -72,6 +72,9 @@ LINK_PREVIOUS_PART: Final = "previous_part"
 RB_USAGE_UNREPORTED: Final = "rb.usage.unreported"
 RB_DIFFICULTY: Final = "rb.difficulty"
 RB_SCORER: Final = "rb.scorer"
+#: On ``chat`` beside ``rb.scorer``: how many labelled runs of this agent the scoring model was fitted on (an int; 0
+#: at cold start: the kind's default, pilot/1, the size, a model or ``score_fn`` the user gave).
+RB_SCORER_LABELS: Final = "rb.scorer.labels"
 RB_RISK: Final = "rb.risk"
 RB_FSM_STATE: Final = "rb.fsm_state"
 RB_MODEL_ID: Final = "rb.model_id"
@@ -151,6 +154,12 @@ METRIC_RUN_TOKENS: Final = "rb.run.tokens"
 METRIC_TOKEN_SAVING_CHARS: Final = "rb.token_saving.chars_saved"
 METRIC_BASELINES_ERRORS: Final = "rb.baselines.errors"
 METRIC_BASELINES_DROPPED: Final = "rb.baselines.dropped"
+#: A worker picked up a new learned model for an agent from the store (once per record and process; labels
+#: ``gen_ai.agent.name``, the name part of the agent's key, and ``rb.scorer``, the model's name).
+METRIC_MODELS_LOADED: Final = "rb.models.loaded"
+#: Outcomes recorded after the runs (``record_outcome``, ``rb-otel label``; labels ``gen_ai.agent.name``, ``""``
+#: where the recording process does not know the run's agent, as for every metric, and ``rb.outcome``).
+METRIC_OUTCOMES_RECORDED: Final = "rb.outcomes.recorded"
 
 #: The Prometheus series each instrument becomes (what dashboards and rules query).
 PROMETHEUS_SERIES: Final = {
@@ -181,6 +190,8 @@ PROMETHEUS_SERIES: Final = {
     METRIC_TOKEN_SAVING_CHARS: ("rb_token_saving_chars_saved_total",),
     METRIC_BASELINES_ERRORS: ("rb_baselines_errors_total",),
     METRIC_BASELINES_DROPPED: ("rb_baselines_dropped_total",),
+    METRIC_MODELS_LOADED: ("rb_models_loaded_total",),
+    METRIC_OUTCOMES_RECORDED: ("rb_outcomes_recorded_total",),
 }
 
 # -- bucket boundaries ------------------------------------------------------------------------------------

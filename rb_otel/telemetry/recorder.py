@@ -286,8 +286,9 @@ class RunRecorder(StepEmitter):
         the reason only when content is captured). Never raises."""
         context = self._span.get_span_context() if self._span is not None else trace.INVALID_SPAN_CONTEXT
         where = RunContext(context.trace_id, context.span_id, int(context.trace_flags), self.info.agent_name)
-        emit_outcome(self._events.logger, RunOutcome(run_id, outcome, score, reason),
-                     where if context.is_valid else None, content=self._content)  # fmt: skip
+        if emit_outcome(self._events.logger, RunOutcome(run_id, outcome, score, reason),
+                        where if context.is_valid else None, content=self._content):  # fmt: skip
+            self._metrics.outcome_recorded(outcome)
 
     @property
     def pending(self) -> int:

@@ -57,6 +57,10 @@ class RunMetrics:
                 n.RB_EXPERIMENT_ARM: experiment.arm,
             }
 
+    def outcome_recorded(self, outcome: str) -> None:
+        """The run's outcome was recorded (``rb.outcomes.recorded``, labelled with the run's agent)."""
+        self._inst.outcome_recorded(outcome, str(self._agent[n.GEN_AI_AGENT_NAME]))
+
     def started(self, state: FSMState) -> None:
         self._inst.runs_active.add(1, {**self._agent, n.RB_FSM_STATE: state.value})
 

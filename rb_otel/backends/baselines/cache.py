@@ -35,6 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rb_otel import process_exit
+from rb_otel.backends.baselines.environment import BASELINES_ENV, store_from_environment
+from rb_otel.backends.baselines.errors import SummaryStoreError
 from rb_otel.backends.baselines.opening import open_summary_store
 from rb_otel.steering.pilot.baselines import (
     EMPTY_BASELINE,
@@ -50,8 +52,6 @@ __all__ = ["BASELINES_ENV", "BaselineCache", "BaselineEvent"]
 
 _log = logging.getLogger("rb_otel.baselines")
 
-#: The environment variable that names the baseline store when the code does not (a URL or a path).
-BASELINES_ENV = "RB_OTEL_PILOT_BASELINES"
 
 #: ``on_event(kind, count)`` kinds: a failed read or write, summaries dropped from a full queue.
 BaselineEvent = str
@@ -68,8 +68,9 @@ class BaselineCache:
     """Per-agent baselines for the pilot, kept in a summary store (see the module docstring).
 
     ``store``: a :class:`SummaryStore`, a URL (``memory://``, ``sqlite:///path.db`` or a plain path, ``redis://``)
-    or ``None`` (``RB_OTEL_PILOT_BASELINES``, else in memory). A bad URL raises
-    :class:`~rb_otel.backends.baselines.errors.SummaryStoreError` here, at construction; nothing after that raises.
+    or ``None`` (``RB_OTEL_PILOT_BASELINES``, else ``RB_OTEL_STORE``, else in memory: ``environment.py``). A bad
+    URL raises :class:`~rb_otel.backends.baselines.errors.SummaryStoreError` here, at construction (naming the
+    variable when it came from one); nothing after that raises.
     ``on_event(kind, count)`` is told of every failure and drop (the facade counts them as
     ``rb.baselines.errors`` / ``rb.baselines.dropped``); more listeners with :meth:`add_listener`.
     """
@@ -84,13 +85,17 @@ class BaselineCache:
         max_agents: int = MAX_AGENTS,
         on_event: Callable[[BaselineEvent, int], None] | None = None,
     ) -> None:
-        if store is None:
-            store = os.environ.get(BASELINES_ENV, "").strip() or None
+        found = store_from_environment() if store is None else None  # environment.py: which variable wins
+        if found is not None:
+            store = found[1]
         self._given = str(store) if isinstance(store, str | Path) else ""  # what messages are scrubbed of
         if store is None:
             store = MemorySummaryStore(max_agents=max_agents)
         elif not isinstance(store, SummaryStore):
-            store = open_summary_store(store, max_agents=max_agents)
+            try:
+                store = open_summary_store(store, max_agents=max_agents)
+            except SummaryStoreError as exc:  # a value from the environment: say which variable it came from
+                raise SummaryStoreError(f"{found[0]}: {exc}") if found is not None else exc from None
         if not start_timeout > 0 or not refresh_s > 0 or queue_size < 1:
             raise ValueError("start_timeout and refresh_s must be positive and queue_size at least 1")
         self.summaries: SummaryStore = store

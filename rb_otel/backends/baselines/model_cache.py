@@ -9,6 +9,9 @@ on that read again until it ends (a read that hangs costs one run start, as for 
 changes nothing: the snapshot stays as it was (no model: the default pilot), the thread retries with a backoff
 (0.25 s doubling to 30 s), and no run start waits on it until it answers again. Reading and parsing a model happen
 on the thread, so the worker's step path and its run starts never do either.
+
+Listeners (:meth:`ModelCache.add_listener`) are told of each new record the thread reads, once per record and
+process (the facade counts them as ``rb.models.loaded``: the backends never import OpenTelemetry).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from rb_otel.backends.baselines.models import ModelStore, StoredModel
 
@@ -55,6 +59,13 @@ class ModelCache:
         self._closed = False
         self._worker: threading.Thread | None = None
         self._pid = os.getpid()
+        self._listeners: list[Callable[[StoredModel], None]] = []
+
+    def add_listener(self, listener: Callable[[StoredModel], None]) -> None:
+        """Tell ``listener(record)`` of each new model record read (an agent's first, or one fitted again), on the
+        cache's thread, once per record; a listener that raises is logged and changes nothing."""
+        with self._lock:
+            self._listeners.append(listener)
 
     def get(self, agent: str) -> StoredModel | None:
         """``agent``'s model for a run starting now; never raises, never reads the store on this thread."""
@@ -116,6 +127,7 @@ class ModelCache:
                     failure = exc
                     break
             now = time.monotonic()
+            loaded: list[StoredModel] = []
             with self._lock:
                 self._outwaited = False
                 for agent, record in read.items():
@@ -123,6 +135,8 @@ class ModelCache:
                     if old is None or _changed(old[0], record):
                         _log.info("models %s: agent %r now scored by %s", self.store.url, agent,
                                   record.name if record is not None else "its default pilot")  # fmt: skip
+                        if record is not None:
+                            loaded.append(record)
                     self._snapshot[agent] = (record, now)
                 if failure is not None:
                     self._wanted.update(a for a in agents if a not in read)
@@ -135,12 +149,27 @@ class ModelCache:
                     self._down = False
                     _log.log(self._announce, "models %s: the store answers again", self.store.url)
                 self._wake.notify_all()
+            self._tell(loaded)
             if failure is None:
                 backoff = 0.0
                 continue
             backoff = min(max(backoff * 2, _BACKOFF[0]), _BACKOFF[1])
             with self._lock:
                 self._wake.wait_for(lambda: self._closed, timeout=backoff)
+
+    def _tell(self, loaded: list[StoredModel]) -> None:
+        """The listeners hear of the records just read (outside the lock: a run start never waits on them)."""
+        if not loaded:
+            return
+        with self._lock:
+            listeners = list(self._listeners)
+        for record in loaded:
+            for listener in listeners:
+                try:
+                    listener(record)
+                except Exception:  # a listener (telemetry) must not stop the models reaching the runs
+                    _log.warning("models %s: a listener failed on agent %r's model", self.store.url, record.agent,
+                                 exc_info=True)  # fmt: skip
 
 
 def _changed(old: StoredModel | None, new: StoredModel | None) -> bool:

@@ -118,9 +118,27 @@ class PilotRun:
         "_window",
         "_windows",
         "_words",
+        "labels",
+        "name",
     )
 
-    def __init__(self, model: PilotModel, store: BaselineSource, agent: str, request: str = "") -> None:
+    def __init__(
+        self,
+        model: PilotModel,
+        store: BaselineSource,
+        agent: str,
+        request: str = "",
+        *,
+        name: str = "",
+        labels: int = 0,
+    ) -> None:
+        """``name`` and ``labels``: the ``rb.scorer`` and ``rb.scorer.labels`` of this run (``model``'s version and 0
+        unless the model is one learned for ``agent``: then its record's, read with the model, so a run is named by
+        the very model that scores it)."""
+        #: ``rb.scorer`` of this run: the model that scores it.
+        self.name = name or model.version
+        #: ``rb.scorer.labels``: the labelled runs of this agent its model was fitted on (0: not fitted on them).
+        self.labels = int(labels)
         self._model = model
         self._store = store
         self._agent = agent

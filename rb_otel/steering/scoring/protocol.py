@@ -31,7 +31,11 @@ class ScorerStep:
 
 
 class RunScorer(Protocol):
-    """The scorer of one run: sees each step once, in order."""
+    """The scorer of one run: sees each step once, in order.
+
+    It may also say ``name`` (a str: this run's ``rb.scorer``) and ``labels`` (an int: ``rb.scorer.labels``, the
+    labelled runs of its agent its model was fitted on); where it does, they name the run instead of its scorer's
+    (the pilot's run carries the learned model it was started with)."""
 
     def score(self, step: ScorerStep) -> float:
         """The difficulty (or risk) after ``step``, in [0, 1], from this step and the earlier ones only."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from rb_otel.steering.scoring.protocol import KindAwareScorer
 from rb_otel.steering.scoring.scorers import RunScorer, Scorer, ScorerStep, resolve_scorer, text_scorer_name
@@ -24,6 +24,7 @@ __all__ = ["OBSERVATION_VIEW", "StepScoring", "checked_score", "preview", "score
 OBSERVATION_VIEW = (240, 160)
 
 _log = logging.getLogger("rb_otel.steering")
+T = TypeVar("T")
 
 
 def checked_score(value: Any, source: str) -> float:
@@ -70,11 +71,22 @@ def scorer_step(
     )
 
 
+def _own(run: object, attribute: str, kind: type[T]) -> T | None:
+    """``run``'s own ``attribute`` when it has one of type ``kind`` (a bool is no count), else ``None``."""
+    value = getattr(run, attribute, None)
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None
+
+
 class StepScoring:
     """The scoring of one run: ``score_fn``, or the run scorer ``scorer`` starts for ``agent`` (and, for a scorer
-    that picks its model by the kind of agent, for ``kind``)."""
+    that picks its model by the kind of agent, for ``kind``).
 
-    __slots__ = ("_run", "name", "score_fn")
+    ``name`` (``rb.scorer``) and ``labels`` (``rb.scorer.labels``: the labelled runs of this agent its model was
+    fitted on, 0 for every scorer but an agent's learned pilot) are the run scorer's own when it says them (the
+    pilot's :class:`~rb_otel.steering.pilot.PilotRun` does, read with the model that scores it), else the scorer's.
+    """
+
+    __slots__ = ("_run", "labels", "name", "score_fn")
 
     def __init__(
         self,
@@ -88,14 +100,16 @@ class StepScoring:
         self.score_fn = score_fn
         self._run: RunScorer | None = None
         self.name = text_scorer_name(score_fn)
+        self.labels = 0
         if scorer is not None:
             resolved = resolve_scorer(scorer)
             if isinstance(resolved, KindAwareScorer) and resolved.chooses_by_kind:  # the pilot's model by kind
                 self._run = resolved.start_run(agent, task_id, kind=kind)
-                self.name = resolved.name_for(kind, agent)
+                self.name = _own(self._run, "name", str) or resolved.name_for(kind, agent)
             else:
                 self._run = resolved.start_run(agent, task_id)
-                self.name = resolved.name
+                self.name = _own(self._run, "name", str) or resolved.name
+            self.labels = _own(self._run, "labels", int) or 0
 
     def score(
         self,

@@ -30,8 +30,8 @@ from rb_otel.steering.agent_keys import agent_key
 from rb_otel.telemetry.setup import configure
 from rb_otel.testing import ScriptedChatModel, tool_call
 
-#: The model is the one the scripted chat model reports: the traces name an agent by the model its calls used, and
-#: a worker looks its model up under ``agent_key(agent_name, model=...)``, so the two must agree.
+#: The agent's name and the worker's model: a worker looks its learned model up under ``agent_key(AGENT, MODEL)``,
+#: and the run span says that key (``rb.agent.key``), so the fit keys its runs the same way.
 AGENT, MODEL = "coder", "scripted-1"
 
 

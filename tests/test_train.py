@@ -411,3 +411,33 @@ def test_on_skip_stop_through_the_model_wrapper(otel: Any) -> None:
     out = create_agent(model, [add]).invoke({"messages": [("user", "go")]})
     assert was_stopped(out["messages"][-1])
     assert dict(otel.spans("invoke_agent")[0].attributes or {})["rb.outcome"] == "stopped"
+
+
+def test_a_run_is_trained_under_the_key_its_worker_scored_it_by(tmp_path: Path) -> None:
+    """The worker looks an agent's learned model up by ``agent_key(agent_name, model=...)``; its calls may name
+    another model (a routed call, a dated snapshot). The run span says the worker's key (``rb.agent.key``) and the
+    fit keys the run by it, so the model ``train --watch`` writes is the one the workers look up."""
+    from conftest import add
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage
+
+    from rb_otel.steering.agent_keys import agent_key
+    from rb_otel.telemetry.setup import configure
+    from rb_otel.testing import ScriptedChatModel, tool_call
+    from rb_otel.training.dataset import read_dataset
+
+    traces = tmp_path / "traces.jsonl"
+    providers = configure(service_name="key-test", traces_file=traces, metrics_file=tmp_path / "m.jsonl")
+    rb = ReasonBlocks(scorer="pilot", tracer_provider=providers.tracer_provider,
+                      meter_provider=providers.meter_provider, capture_content=True)  # fmt: skip
+    script = [tool_call("add", {"a": 1, "b": 2}, "c0", content="adding"), AIMessage("done")]
+    mw = rb.middleware(agent_name="calc", model="openai:GPT-4o", run_id="run-1")
+    agent = create_agent(ScriptedChatModel(script=script, model_name="gpt-4o-2024-08-06"), [add], middleware=[mw])
+    agent.invoke({"messages": [("user", "add")]})
+    rb.close()
+    providers.shutdown()
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"run-1": True}))
+    (run,) = read_dataset([traces], labels=labels).runs
+    assert run.agent == agent_key("calc", "openai:GPT-4o") == "calc|gpt-4o"  # not the calls' gpt-4o-2024-08-06
+    assert "rb.agent.key" in traces.read_text()

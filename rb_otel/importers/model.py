@@ -102,6 +102,9 @@ class ImportedRun:
     # What folds and bootstrap intervals keep together: runs sharing a user scenario or a task ("": the task id).
     group_id: str = ""
     model: str = ""  # the agent's model, when the whole run used one (rb_otel.importers.identity.agent_model)
+    #: The key a worker scored the run under (``rb.agent.key`` on rb-otel's own traces; its model is the worker's,
+    #: where a routed call may name another): "" when the records do not say.
+    agent_key: str = ""
     # An id the source guarantees to be one run's alone (a tau2 simulation id): a read takes the first run with
     # it and lists any later one as a duplicate (rb_otel.importers.reading.SeenRuns). "" for none.
     unique_id: str = ""

@@ -2,7 +2,8 @@
 instruments are named, scored and steered. Read once, when the instrumentor starts; an invalid value is warned about
 and the default used. Code that builds its own middleware passes arguments instead (``rb.middleware(...)``).
 
-The pilot's shared baselines keep their own variable, ``RB_OTEL_PILOT_BASELINES`` (docs/fleet.md); rb-api's are
+The pilot's shared baselines keep their own variable, ``RB_OTEL_PILOT_BASELINES`` (docs/fleet.md), else
+``RB_OTEL_STORE``, the store the workers share with ``rb-otel train --watch`` (docs/learning.md); rb-api's are
 ``REASONBLOCKS_BASE_URL`` and ``REASONBLOCKS_API_TIMEOUT`` (docs/rb-api.md).
 """
 

@@ -133,17 +133,19 @@ class RunFactory:
                 rb_version=__version__,
             )
         kind = self.kind_of(tools)
+        # the key the pilot keeps this agent's baselines and learned model under (only asked of a pilot: an unnamed
+        # agent's key warns)
+        scored_as = agent_key(fields.agent_name, fields.model) if self._scorer_name_for is not None else ""
         info = RunInfo(
             run_id=key,
             fields=fields,
             task_profile=self.task_profile,
             conversation_id=conversation_id,
             metadata={k: v for k, v in extras.items() if k not in EXPERIMENT_KEYS},  # the span has its own
-            scorer=self._scorer_name_for(kind, agent_key(fields.agent_name, fields.model))
-            if self._scorer_name_for is not None
-            else self.scorer_name,
+            scorer=self._scorer_name_for(kind, scored_as) if self._scorer_name_for is not None else self.scorer_name,
             experiment=experiment,
             agent_kind=kind,
+            agent_key=scored_as,
         )
         recorder = self.telemetry.run(info, links=links)
         steer = steer and (experiment is None or experiment.arm == "on")

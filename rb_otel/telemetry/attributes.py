@@ -42,6 +42,7 @@ class RunInfo:
     scorer: str = "heuristic"  # what produces rb.difficulty on this run's chat spans (rb.scorer)
     experiment: ExperimentArm | None = None
     agent_kind: str = ""  # the kind of agent the pilot's default was chosen for (rb.agent.kind); "" not known
+    agent_key: str = ""  # the key its baselines and learned model are looked up under (rb.agent.key); "" none
 
     @property
     def agent_name(self) -> str:
@@ -70,6 +71,8 @@ class RunInfo:
                 attrs[n.RB_METADATA_PREFIX + str(key)] = value
         if self.agent_kind:
             attrs[n.RB_AGENT_KIND] = self.agent_kind
+        if self.agent_key:
+            attrs[n.RB_AGENT_KEY] = self.agent_key
         if self.source:
             attrs[n.RB_SOURCE] = self.source
         if self.synthetic_timing:

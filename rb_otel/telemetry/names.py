@@ -50,6 +50,10 @@ RB_TASK_PROFILE: Final = "rb.task_profile"
 #: The kind of agent a run is (``coding``, ``customer_service``): named by the user or inferred from its tools; the
 #: pilot's default model is chosen by it. Absent when not known.
 RB_AGENT_KIND: Final = "rb.agent.kind"
+#: The key the run's baselines and learned model are looked up under (``agent_name|model``, the model normalised:
+#: the worker's own, not whichever model a routed call used), so ``rb-otel train`` keys the run's outcome to the
+#: very agent the workers will look its model up by. Absent when the run is not scored by the pilot.
+RB_AGENT_KEY: Final = "rb.agent.key"
 RB_CODEBASE_ID: Final = "rb.codebase_id"
 RB_ORG_ID: Final = "rb.org_id"
 RB_PROJECT_ID: Final = "rb.project_id"

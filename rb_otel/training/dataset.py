@@ -198,7 +198,8 @@ def _labelled(run: ImportedRun, labels: Labels | None, data: Dataset) -> Labelle
     return LabelledRun(
         run_id=run.run_id,
         source=run.source,
-        agent=agent_key(run.agent_name, run.model),
+        # the key the workers scored it under when its traces say (rb.agent.key), else the one its calls give
+        agent=run.agent_key or agent_key(run.agent_name, run.model),
         group=run.group_id or run.task_id or run.run_id,
         failed=failed,
         steps=steps,

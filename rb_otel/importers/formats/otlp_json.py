@@ -72,6 +72,7 @@ def imported_run(run: ReportRun) -> ImportedRun:
         agent_name=run.agent,
         harness=str(run.attributes.get(n.RB_METADATA_PREFIX + "harness") or ""),  # as a replay recorded it
         model=models.most_common(1)[0][0] if models else "",
+        agent_key=str(run.attributes.get(n.RB_AGENT_KEY) or ""),  # the worker's key (its calls may be routed)
         task_id=task,
         group_id=task or run.run_id,
         outcome=run.outcome or "unfinished",

@@ -10,11 +10,26 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from rb_otel.evaluation.early import StopFigures
+import numpy as np
+
+from rb_otel.evaluation.early import RunTrace, StopFigures
 from rb_otel.steering.pilot import PilotModel
+from rb_otel.training.dataset import LabelledRun
 from rb_otel.training.thresholds import SKIP_OFF
 
-__all__ = ["earned_states", "with_states"]
+__all__ = ["earned_states", "run_traces", "with_states"]
+
+
+def run_traces(
+    runs: Sequence[LabelledRun], scores: Sequence[Sequence[float]], states: Sequence[Sequence[str]]
+) -> list[RunTrace]:
+    """What stopping figures need of each run: its outcome, its scores and states step by step, the characters it
+    had written and its tokens (the record :func:`earned_states` judges)."""
+    out = []
+    for run, its_scores, its_states in zip(runs, scores, states, strict=True):
+        chars = np.cumsum([len(s.thought or "") + len(s.action_input or "") for s in run.steps]).tolist()
+        out.append(RunTrace(run.failed, its_scores, chars, run.prompt_tokens, run.tokens, its_states))
+    return out
 
 
 def earned_states(stopping: Sequence[StopFigures], skip_on: bool, z: float = 1.0) -> tuple[bool, bool]:

@@ -35,12 +35,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rb_otel.backends.baselines.models import ORIENTED_SIZE
-from rb_otel.evaluation.early import RunTrace, at_first_state, stopping
+from rb_otel.evaluation.early import at_first_state, stopping
 from rb_otel.evaluation.metrics import auroc
 from rb_otel.steering.pilot import FEATURES, PilotModel
 from rb_otel.training.cv import grouped_folds
 from rb_otel.training.dataset import LabelledRun
-from rb_otel.training.earned import earned_states, with_states
+from rb_otel.training.earned import earned_states, run_traces, with_states
 from rb_otel.training.features import PrefixData, extract, prior_of
 from rb_otel.training.thresholds import choose_fsm, holding_bound
 
@@ -188,10 +188,7 @@ def _earned(
         logits[rows] = others.logits(data)[rows]
     probabilities = data.probabilities(logits)
     strictness, states = holding_bound(runs, probabilities, folds, max_false_stops, STRICTNESS)
-    traces = []
-    for run, out_of_fold, its in zip(runs, probabilities, states, strict=True):
-        chars = np.cumsum([len(s.thought or "") + len(s.action_input or "") for s in run.steps]).tolist()
-        traces.append(RunTrace(run.failed, out_of_fold, chars, run.prompt_tokens, run.tokens, its))
+    traces = run_traces(runs, probabilities, states)
     record = [stopping(traces, "SKIP", at_first_state("SKIP")), stopping(traces, "SLOW", at_first_state("SLOW"))]
     slow, skip = earned_states(record, strictness is not None)
     scores = data.probabilities(choice.logits(data))

@@ -28,7 +28,7 @@ from rb_otel._version import __version__
 from rb_otel.analysis.fleet import FleetFilter
 from rb_otel.analysis.imported import read_from_source
 from rb_otel.evaluation.caveats import LABELS_HINT
-from rb_otel.evaluation.early import RunTrace, at_first_state, early_warning, stopping
+from rb_otel.evaluation.early import at_first_state, early_warning, stopping
 from rb_otel.evaluation.metrics import auroc, auroc_interval, oriented_values
 from rb_otel.files import write_atomically
 from rb_otel.importers.detect import input_files
@@ -38,6 +38,7 @@ from rb_otel.steering.pilot.fingerprint import FitFingerprint
 from rb_otel.steering.pilot.text import TEXT_VALUES
 from rb_otel.training.cv import OutOfFold, early_step, nested_out_of_fold, select
 from rb_otel.training.dataset import Dataset, LabelledRun, read_dataset
+from rb_otel.training.earned import run_traces
 from rb_otel.training.features import PrefixData, extract, prior_of
 from rb_otel.training.fit import CANDIDATES, TEXT_BITS, Fitted, fit_candidate
 from rb_otel.training.held_out import agent_unit, leave_one_agent_out
@@ -221,23 +222,13 @@ def _checked_runs(dataset: Dataset, paths: Sequence[str | Path]) -> list[Labelle
     return runs
 
 
-def _traces(
-    runs: Sequence[LabelledRun], scores: Sequence[Sequence[float]], states: Sequence[Sequence[str]]
-) -> list[RunTrace]:
-    out = []
-    for run, s, st in zip(runs, scores, states, strict=True):
-        chars = np.cumsum([len(x.thought or "") + len(x.action_input or "") for x in run.steps]).tolist()
-        out.append(RunTrace(run.failed, s, chars, run.prompt_tokens, run.tokens, st))
-    return out
-
-
 def _report(
     data: PrefixData, oof: OutOfFold, dataset: Dataset, *, folds: int, max_false_stops: float
 ) -> TrainingReport:
     runs = data.runs
     probabilities = data.probabilities(oof.logits)
     strictness, states = holding_bound(runs, probabilities, oof.folds, max_false_stops)
-    traces = _traces(runs, probabilities, states)
+    traces = run_traces(runs, probabilities, states)
     y = [r.failed for r in runs]
     groups = [r.group for r in runs]
     repeated = len(set(groups)) < len(groups)

@@ -93,7 +93,7 @@ half-split: $(STAMP)
 	$(BIN)/python research/half_split.py --json research/half_split_report.json
 
 ## held-out: docs/signal.md's cold start: every development harness left out in turn within its kind, the floor per
-## left-out agent and the kinds' agent-relative size defaults (rb_otel/steering/pilot/pilot_size_<kind>.json), then
+## left-out agent and the kinds' size defaults (rb_otel/steering/pilot/pilot_size_<kind>.json), then
 ## every agent held out within its kind and the converged coding runs; writes research/leave_one_harness_out_report.json
 ## and research/leave_one_agent_out_report.json (about 30 minutes on two cores; the data root: make data)
 held-out: $(STAMP)

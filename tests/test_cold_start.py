@@ -260,8 +260,8 @@ def test_the_floor_is_the_best_size_baseline_less_its_tolerance(
     floor = figures.floor()
     assert floor["last_step"] == (delta >= -FLOOR_TOLERANCE - 1e-12) or abs(delta + FLOOR_TOLERANCE) < 1e-9
     assert floor["early"] is None if early_runs < 50 else floor["early"] == floor["last_step"]
-    assert figures.floor(size=True)["last_step"]  # the size at its own best meets it
-    assert figures.floor(size=True)["early"] in (None, False)  # 0.02 below at step 10: missed where judged
+    assert figures.floor(size="agent-relative")["last_step"]  # the size at its own best meets it
+    assert figures.floor(size="agent-relative")["early"] in (None, False)  # 0.02 below at step 10: missed where judged
 
 
 def test_every_development_source_has_a_harness() -> None:

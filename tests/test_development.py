@@ -250,19 +250,23 @@ def test_every_development_source_is_read_by_kind_with_nothing_kept_apart() -> N
 
 
 @pytest.mark.heavy  # reads the coding and customer-service sources (about a minute)
-def test_each_kinds_shipped_default_is_the_agent_relative_size_with_its_kinds_prior() -> None:
-    """No learned default cleared the cold-start floor (docs/signal.md): each kind's shipped model is the
-    agent-relative size, no fitted weight, its prior the typical run of the kind's development runs."""
-    from rb_otel.steering.pilot.model import PILOT_SIZE, PilotModel, agent_relative_size
+def test_each_kinds_shipped_default_is_the_size_the_ship_rule_chose_with_its_kinds_prior() -> None:
+    """No learned default cleared the cold-start floor (docs/signal.md): each kind's shipped model is the label-free
+    size default that met the floor on more left-out harnesses' agents (the leave-one-harness-out report's
+    ``size_default``), no fitted weight, its prior the typical run of the kind's development runs."""
+    from rb_otel.steering.pilot.model import PILOT_SIZE, SIZE_DEFAULTS, PilotModel, size_default
 
     signal_source("msa2_deepseek_verified")  # skips with the reason where there is no data root
+    committed = Path(__file__).resolve().parents[1] / "research" / "leave_one_harness_out_report.json"
+    report = json.loads(committed.read_text(encoding="utf-8"))
     for kind in ("coding", "customer_service"):
         runs = read_kind(kind).runs
         shipped = PilotModel.default_for(kind)
         assert shipped.version == PILOT_SIZE and not shipped.text_blocks and shipped.trained["kind"] == kind
-        expected = agent_relative_size(prior_of(runs))
-        assert (shipped.intercept, shipped.weights, shipped.features) == (
-            expected.intercept, expected.weights, expected.features)  # fmt: skip
+        assert shipped.trained["size"] in SIZE_DEFAULTS and shipped.trained["size"] == report[kind]["size_default"]
+        expected = size_default(shipped.trained["size"], prior_of(runs))
+        assert shipped.intercept == pytest.approx(expected.intercept, abs=1e-8)
+        assert (shipped.weights, shipped.features) == (expected.weights, expected.features)
         assert dict(shipped.fsm) == dict(expected.fsm)
         assert shipped.prior == pytest.approx({k: round(v, 6) for k, v in expected.prior.items()})
 

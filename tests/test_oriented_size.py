@@ -53,6 +53,25 @@ def test_the_labels_choose_the_size_and_its_direction() -> None:
     assert all(s > lo for s, lo in zip(scores["r999"], scores["r998"], strict=True))
 
 
+def test_an_agent_whose_failing_runs_write_less_early_and_go_on_longer_is_ranked_by_both() -> None:
+    # gpt-5-mini's shape: its failing runs write less at each step, and end far later (so more in all by the end)
+    runs = [_run(i, i % 3 == 0, chars=80 if i % 3 == 0 else 400, steps=80 if i % 3 == 0 else 12 + i % 3)
+            for i in range(MIN_LABELS)]  # fmt: skip
+    size = oriented_size(runs, agent="coder|m", kind="coding")
+    assert size is not None
+    assert (size.measure, size.direction) == ("size_chars", -1) and size.steps > 0
+    assert size.model.features == ("size_chars", "size_steps")
+    assert "characters written so far, less means failure, with more steps" in size.describe()
+    assert size.last > 0.9 and size.early > 0.9
+    failing, successful = _run(999, True, chars=80, steps=80), _run(998, False, chars=400, steps=12)
+    scores = {}
+    for run in (failing, successful):
+        scorer = PilotRun(size.model, BaselineCache(MemorySummaryStore()), "fresh|m")
+        scores[run.failed] = [scorer.score(step) for step in run.steps]
+    assert scores[True][9] > scores[False][9]  # at step 10, by the characters alone (both have taken ten steps)
+    assert scores[True][-1] > scores[False][-1]  # at the end, the steps outweigh the characters written
+
+
 def test_an_unearned_state_is_never_entered_and_nothing_makes_it_relative_again() -> None:
     size = oriented_size(_short_runs_fail(), agent="coder|m", kind="coding")
     assert size is not None
@@ -64,12 +83,12 @@ def test_an_unearned_state_is_never_entered_and_nothing_makes_it_relative_again(
 
 def _long_runs_fail(n: int = 450) -> list[LabelledRun]:
     """An agent whose failing runs go on and on (30 steps) where its successful ones end by step 12."""
-    return [_run(i, i % 3 == 0, chars=300, steps=30 if i % 3 == 0 else 8 + i % 5) for i in range(n)]
+    return [_run(i, i % 3 == 0, chars=300, steps=30 if i % 3 == 0 else 8 + i // 5 % 5) for i in range(n)]
 
 
 def test_a_size_whose_cross_fitted_record_stops_failing_runs_earns_slow_and_skip() -> None:
     size = oriented_size(_long_runs_fail(), agent="coder|m", kind="coding")
-    assert size is not None and size.direction == 1
+    assert size is not None and size.last > 0.9
     assert size.slow and size.skip
     assert "earned SLOW, SKIP" in size.describe()
     fsm = DifficultyFSM(**pilot_fsm_thresholds(size.model))

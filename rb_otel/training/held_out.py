@@ -207,14 +207,15 @@ def _early(probabilities: Sequence[Sequence[float]], y: Sequence[bool], going: S
 
 
 def size_probabilities(
-    held: list[LabelledRun], prior: dict[str, float], *, requests: bool = False
+    held: list[LabelledRun], prior: dict[str, float], *, requests: bool = False, size: str = "agent-relative"
 ) -> list[list[float]]:
-    """Each run's score, step by step, under the agent-relative size (:data:`~rb_otel.steering.pilot.model.
-    AGENT_RELATIVE_SIZE`: no fit, ``prior`` only where the agent has no runs yet), with the live view."""
-    from rb_otel.steering.pilot.model import agent_relative_size
+    """Each run's score, step by step, under a label-free size default (``size``, one of
+    :data:`~rb_otel.steering.pilot.model.SIZE_DEFAULTS`: no fit, the ``prior`` the kind's typical run), with the
+    live view."""
+    from rb_otel.steering.pilot.model import size_default
 
     scored = extract(held, prior, requests=requests)
-    model = agent_relative_size(prior)
+    model = size_default(size, prior)
     logits = model.intercept + scored.dense[:, list(model.columns)] @ np.asarray(model.weights, dtype=np.float64)
     return scored.probabilities(np.asarray(logits, dtype=np.float64))
 
@@ -242,7 +243,7 @@ def scored_agent(
     side: FittedSide, train: list[LabelledRun], held: list[LabelledRun], *, agent: str, max_false_stops: float
 ) -> HeldOutAgent:
     """``held`` scored live by ``side`` (fitted on ``train`` only), with the size baselines oriented on ``train``,
-    and the agent-relative size scored beside it (the default where no learned one clears the floor)."""
+    and the two label-free size defaults scored beside it (a kind's default where no learned one clears the floor)."""
     scored = extract(held, side.prior, requests=side.requests)  # the live view: PilotRun, the baseline label-free
     probabilities = scored.probabilities(side.model.logits(scored))
     fsm, relative = side.fsm, side.relative
@@ -255,6 +256,7 @@ def scored_agent(
     going = [i for i, r in enumerate(held) if len(r.steps) >= EARLY_STEP]
     train_going = [r for r in train if len(r.steps) >= EARLY_STEP]
     size = size_probabilities(held, side.prior, requests=side.requests)
+    run_size = size_probabilities(held, side.prior, requests=side.requests, size="run")
     return HeldOutAgent(
         agent=agent,
         runs=len(held),
@@ -272,6 +274,8 @@ def scored_agent(
         skip_rule=None if relative is None else {"quantile": relative[0], "window": float(relative[1])},
         size_last=auroc(y, [p[-1] for p in size]),
         size_early=_early(size, y, going),
+        run_size_last=auroc(y, [p[-1] for p in run_size]),
+        run_size_early=_early(run_size, y, going),
     )
 
 

@@ -94,9 +94,12 @@ class HeldOutAgent:
     skip_rule: dict[str, float] | None = None  # the relative rule chosen on the training agents
     kind: str = ""  # the agent's kind (agent_kind): coding, or tool use
     across_kinds: bool = False  # fitted on agents of another kind (its kind had no other agent)
-    #: The agent-relative size (no fit: the default where no learned one clears the floor), scored the same way.
+    #: The two label-free size defaults (no fit: a kind's default where no learned one clears the floor), scored
+    #: the same way: the agent-relative size and the run's own size (rb_otel.steering.pilot.model.SIZE_DEFAULTS).
     size_last: float = float("nan")
     size_early: float = float("nan")
+    run_size_last: float = float("nan")
+    run_size_early: float = float("nan")
 
     def best(self, *, early: bool, either: bool) -> float:
         """The best size baseline's AUROC (oriented by the training agents, or ``either`` way on this agent)."""
@@ -104,12 +107,16 @@ class HeldOutAgent:
         known = [v for b in baselines if not math.isnan(v := (b.either if either else b.oriented))]
         return max(known) if known else 0.5
 
-    def floor(self, *, size: bool = False, either: bool = True) -> dict[str, Any]:
-        """The cold-start floor (issue 60) for the fit (or, ``size``, the agent-relative size): at the last step
-        at least the best size baseline minus :data:`FLOOR_TOLERANCE`; at step 10 the same against the
-        same-prefix baselines where :data:`FLOOR_EARLY_RUNS` runs or more are still going (else not judged)."""
-        last = self.size_last if size else self.last_step
-        early = self.size_early if size else self.early
+    def floor(self, *, size: str = "", either: bool = True) -> dict[str, Any]:
+        """The cold-start floor (issue 60) for the fit (or ``size``, a size default: ``"agent-relative"`` or
+        ``"run"``): at the last step at least the best size baseline minus :data:`FLOOR_TOLERANCE`; at step 10 the
+        same against the same-prefix baselines where :data:`FLOOR_EARLY_RUNS` runs or more are still going (else
+        not judged)."""
+        last, early = {
+            "": (self.last_step, self.early),
+            "agent-relative": (self.size_last, self.size_early),
+            "run": (self.run_size_last, self.run_size_early),
+        }[size]
         last_ok = last >= self.best(early=False, either=either) - FLOOR_TOLERANCE
         judged = self.early_runs >= FLOOR_EARLY_RUNS
         early_ok = (not judged) or early >= self.best(early=True, either=either) - FLOOR_TOLERANCE
@@ -151,11 +158,14 @@ class HeldOutAgent:
                 "margin_either_way": self.margin(early=True, either=True),
             },
             "agent_relative_size": {"last_step": self.size_last, "early": self.size_early},
+            "run_size": {"last_step": self.run_size_last, "early": self.run_size_early},
             "floor": {
                 "fit": self.floor(),
-                "agent_relative_size": self.floor(size=True),
+                "agent_relative_size": self.floor(size="agent-relative"),
+                "run_size": self.floor(size="run"),
                 "fit_oriented": self.floor(either=False),
-                "agent_relative_size_oriented": self.floor(size=True, either=False),
+                "agent_relative_size_oriented": self.floor(size="agent-relative", either=False),
+                "run_size_oriented": self.floor(size="run", either=False),
             },
             "skip": self.skip.as_dict(),
             "skip_rule": self.skip_rule,
@@ -173,9 +183,13 @@ class HeldOutReport:
     skipped: dict[str, str] = field(default_factory=dict)  # agents that could not be held out, and why
     method: str = "leave one agent out"
 
-    def floor_met(self, *, size: bool = False, either: bool = True) -> bool:
+    def floor_met(self, *, size: str = "", either: bool = True) -> bool:
         """The cold-start floor (:meth:`HeldOutAgent.floor`) met on every held-out agent (and there was one)."""
-        return bool(self.agents) and all(a.floor(size=size, either=either)["met"] for a in self.agents)
+        return bool(self.agents) and self.floors_met(size=size, either=either) == len(self.agents)
+
+    def floors_met(self, *, size: str = "", either: bool = True) -> int:
+        """How many held-out agents the fit (or the size default ``size``) meets the cold-start floor on."""
+        return sum(a.floor(size=size, either=either)["met"] for a in self.agents)
 
     @property
     def judged(self) -> list[HeldOutAgent]:
@@ -221,9 +235,11 @@ class HeldOutReport:
             "method": self.method,
             "floor": {
                 "fit": self.floor_met(),
-                "agent_relative_size": self.floor_met(size=True),
+                "agent_relative_size": self.floor_met(size="agent-relative"),
+                "run_size": self.floor_met(size="run"),
                 "fit_oriented": self.floor_met(either=False),
-                "agent_relative_size_oriented": self.floor_met(size=True, either=False),
+                "agent_relative_size_oriented": self.floor_met(size="agent-relative", either=False),
+                "run_size_oriented": self.floor_met(size="run", either=False),
             },
             "summary": {
                 "early": self.summary(early=True),
@@ -251,8 +267,10 @@ class HeldOutReport:
                 f"{len(a.trained_on)} other agent(s) {where}, {a.family}): last step {a.last_step:.3f} vs size "
                 f"{best_last:.3f}; step {EARLY_STEP} {a.early:.3f} vs size so far {best_early:.3f} "
                 f"({a.early_runs} runs still going); agent-relative size: last {a.size_last:.3f}, step "
-                f"{EARLY_STEP} {a.size_early:.3f}; floor {'met' if a.floor()['met'] else 'missed'} (size: "
-                f"{'met' if a.floor(size=True)['met'] else 'missed'}); SKIP: {a.skip.why}"
+                f"{EARLY_STEP} {a.size_early:.3f}; run size: last {a.run_size_last:.3f}, step {EARLY_STEP} "
+                f"{a.run_size_early:.3f}; floor {'met' if a.floor()['met'] else 'missed'} (agent-relative size: "
+                f"{'met' if a.floor(size='agent-relative')['met'] else 'missed'}, run size: "
+                f"{'met' if a.floor(size='run')['met'] else 'missed'}); SKIP: {a.skip.why}"
             )
         for agent, why in self.skipped.items():
             out.append(f"  {agent}: not held out ({why})")

@@ -1,4 +1,5 @@
-"""What an agent's own labels earn before a fit of it is trusted: its size, in the direction its runs point.
+"""What an agent's own labels earn before a fit of it is trusted: its size, in the direction its runs point, with
+its steps beside it where they sharpen the end.
 
 From :data:`~rb_otel.training.watch.MIN_LABELS` labelled runs, a fit of the agent is made on the watcher's
 schedule; until one is trusted (it needs :data:`~rb_otel.training.report.MIN_RUNS` runs and has to beat both
@@ -8,21 +9,24 @@ gives up, or transfers the customer early), and a size that points the wrong way
 
 So the labels choose, among the same-prefix sizes the figures compare with (the characters written so far and
 the largest call so far; the pilot's ``size_chars`` and ``size_context``), the one that separates this agent's
-failing runs from its successful ones best, and its direction; the score is that size alone, in that direction (a
-logistic curve of the size standardised on the agent's runs, centred on its median run, so a run of median size
-scores 0.5). The steps so far are not among them: at a given step every run has taken as many, so they cannot
-rank runs early, and on the development agents choosing them for the last step cost more at step 10 than it
-gained at the end (docs/learning.md).
+failing runs from its successful ones best, its direction, and how much the steps taken so far weigh beside it
+(``size_steps``, one of :data:`STEPS_WEIGHTS`, 0 included); the score is a logistic curve of that sum, each part
+standardised on the agent's runs and centred on its median run, so a run of median size and length scores 0.5.
+The steps are never chosen alone: at a given step every run has taken as many, so they cannot rank runs early
+(on the development agents, choosing them for the last step cost more at step 10 than it gained at the end).
+Beside a size they change nothing at step 10 and can sharpen the end, which matters where the two point apart:
+gpt-5-mini's failing runs write less than its successful ones early on and go on longer in the end, so a size
+alone ranked them well at one of the two and badly at the other (docs/learning.md).
 
-A size is chosen by its AUROC on the labelled runs at the last step and at step 10, averaged (the direction is
-the sign of that average); it is written only when it is clear at the last step: at least :data:`MIN_EACH` runs
-of each outcome, and its AUROC away from 0.5 by more than one standard error (Hanley and McNeil's).
+The choice is by AUROC on the labelled runs at the last step and at step 10, averaged; it is written only when
+it is clear at the last step: at least :data:`MIN_EACH` runs of each outcome, and its AUROC away from 0.5 by more
+than one standard error (Hanley and McNeil's).
 
 SLOW and SKIP are earned as a fit's are, on a cross-fitted record: task-grouped folds, each fold's runs scored
-by the size chosen (measure, direction, centre) on the other folds, the thresholds of each fold chosen on the
-others' scores (:func:`~rb_otel.training.thresholds.holding_bound`, its bound from z = 2: :data:`STRICTNESS`), and
-:func:`~rb_otel.training.earned.earned_states` on what stopping at them did. A size that points the other way
-(shorter runs fail) starts every run high, so its record earns neither.
+by the size chosen (measure, direction, steps weight, centres) on the other folds, the thresholds of each fold
+chosen on the others' scores (:func:`~rb_otel.training.thresholds.holding_bound`, its bound from z = 2:
+:data:`STRICTNESS`), and :func:`~rb_otel.training.earned.earned_states` on what stopping at them did. A size that
+points the other way (shorter runs fail) starts every run high, so its record earns neither.
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ MEASURES: dict[str, str] = {
     "size_chars": "characters written so far",
     "size_context": "largest call so far",
 }
+#: The steps taken so far (log): never a choice on its own (every run has taken as many at a given step, so it cannot
+#: rank them early), but weighed beside the size it sharpens the last step: an agent whose failing runs write less
+#: early on and go on longer in the end (gpt-5-mini's) is ranked by the size at step 10 and by both at the end.
+STEPS = "size_steps"
+#: The weights of the steps (both standardised on the agent's runs) it chooses among, with the size's as 1.
+STEPS_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 #: The fewest labelled runs of each outcome it orients on.
 MIN_EACH = 10
 #: The step of the early figure (the online figures' step 10).
@@ -76,6 +86,7 @@ class OrientedSize:
 
     measure: str
     direction: int
+    steps: float  # the weight of the steps taken beside it (0: the size alone)
     last: float
     early: float  # nan where too few runs reach step 10 with both outcomes
     slow: bool
@@ -84,49 +95,65 @@ class OrientedSize:
 
     def describe(self) -> str:
         way = "more" if self.direction > 0 else "less"
+        steps = f", with more steps (weighed {self.steps:g} to 1 beside it)" if self.steps else ""
         early = "" if math.isnan(self.early) else f", {self.early:.3f} at step {EARLY}"
         states = ", ".join(s for s, on in (("SLOW", self.slow), ("SKIP", self.skip)) if on) or "neither SLOW nor SKIP"
-        return (f"{MEASURES[self.measure]}, {way} means failure (AUROC on its runs {self.last:.3f} at the end"
+        return (f"{MEASURES[self.measure]}, {way} means failure{steps} (AUROC on its runs {self.last:.3f} at the end"
                 f"{early}); earned {states}")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class _Choice:
-    """A size, its direction and where it is centred and how spread, chosen on some of the runs."""
+    """A size, its direction, the weight of the steps beside it, and where each is centred and how spread, chosen
+    on some of the runs."""
 
     measure: str
     direction: int
-    last: float  # oriented AUROC at the last step on the runs it was chosen on
+    steps: float  # the weight of the steps taken (standardised) beside the size: one of STEPS_WEIGHTS
+    last: float  # AUROC at the last step on the runs it was chosen on
     early: float
     centre: float
     spread: float
+    steps_centre: float
+    steps_spread: float
 
     def logits(self, data: PrefixData) -> NDArray[np.float64]:
         column = data.dense[:, FEATURES.index(self.measure)]
-        return self.direction * (column - self.centre) / self.spread
+        taken = data.dense[:, FEATURES.index(STEPS)]
+        return (self.direction * (column - self.centre) / self.spread
+                + self.steps * (taken - self.steps_centre) / self.steps_spread)  # fmt: skip
 
 
 def _choose(data: PrefixData, failed: NDArray[np.bool_], chosen_on: NDArray[np.bool_]) -> _Choice:
-    """The size that separates the runs ``chosen_on`` (a mask over runs) best, averaged over the last step and
-    step 10, in the direction of that average."""
+    """The size, direction and steps weight that separate the runs ``chosen_on`` (a mask over runs) best, averaged
+    over the last step and step 10 (ties: the smaller steps weight, then the first measure)."""
     last_row = np.r_[np.flatnonzero(np.diff(data.run)), len(data.run) - 1]
     last_row = last_row[chosen_on[data.run[last_row]]]
+    last_failed = failed[data.run[last_row]]
     early_row = np.flatnonzero((data.step == EARLY) & chosen_on[data.run])
     early_failed = failed[data.run[early_row]]
     early_known = min(int(early_failed.sum()), int((~early_failed).sum())) >= MIN_EACH // 2
+    taken = data.dense[last_row, FEATURES.index(STEPS)]
+    steps_centre, steps_spread = float(np.median(taken)), float(np.std(taken)) or 1.0
+    standard_steps = (taken - steps_centre) / steps_spread
     best: tuple[float, _Choice] | None = None
     for measure in MEASURES:
         column = data.dense[:, FEATURES.index(measure)]
-        at_last = auroc(failed[data.run[last_row]], column[last_row])
-        at_early = auroc(early_failed, column[early_row]) if early_known else float("nan")
-        known = [a - 0.5 for a in (at_last, at_early) if not math.isnan(a)]
-        lean = float(np.mean(known)) if known else 0.0
-        direction = 1 if lean >= 0 else -1
         ends = column[last_row]
-        choice = _Choice(measure, direction, 0.5 + direction * (at_last - 0.5), 0.5 + direction * (at_early - 0.5),
-                         float(np.median(ends)), float(np.std(ends)) or 1.0)  # fmt: skip
-        if best is None or abs(lean) > best[0]:
-            best = (abs(lean), choice)
+        centre, spread = float(np.median(ends)), float(np.std(ends)) or 1.0
+        standard = (ends - centre) / spread
+        # at step 10 every run has taken as many steps: the steps weight cannot change how they rank there
+        at_early = auroc(early_failed, column[early_row]) if early_known else float("nan")
+        for direction in (1, -1):
+            early = 0.5 + direction * (at_early - 0.5)
+            for weight in STEPS_WEIGHTS:
+                last = auroc(last_failed, direction * standard + weight * standard_steps)
+                known = [a - 0.5 for a in (last, early) if not math.isnan(a)]
+                lean = float(np.mean(known)) if known else 0.0
+                if best is None or lean > best[0] + 1e-12:
+                    choice = _Choice(measure, direction, weight, last, early, centre, spread, steps_centre,
+                                     steps_spread)  # fmt: skip
+                    best = (lean, choice)
     assert best is not None
     return best[1]
 
@@ -151,22 +178,22 @@ def oriented_size(
         "kind": kind,
         "measure": choice.measure,
         "direction": choice.direction,
+        "steps_weight": choice.steps,
         "auroc_on_labels": {
             "last": round(choice.last, 4),
             "early": None if math.isnan(choice.early) else round(choice.early, 4),
         },
     }
-    model = PilotModel(
-        intercept=-choice.direction * choice.centre / choice.spread,
-        weights=(choice.direction / choice.spread,),
-        prior=prior,
-        fsm=fsm,
-        version="pilot/agent-size",
-        features=(choice.measure,),
-        trained=trained,
-    )
+    features: tuple[str, ...] = (choice.measure,)
+    weights: tuple[float, ...] = (choice.direction / choice.spread,)
+    intercept = -choice.direction * choice.centre / choice.spread
+    if choice.steps:
+        features, weights = (*features, STEPS), (*weights, choice.steps / choice.steps_spread)
+        intercept -= choice.steps * choice.steps_centre / choice.steps_spread
+    model = PilotModel(intercept=intercept, weights=weights, prior=prior, fsm=fsm, version="pilot/agent-size",
+                       features=features, trained=trained)  # fmt: skip
     model = with_states(model, agent, len(runs), slow, skip)
-    return OrientedSize(choice.measure, choice.direction, choice.last, choice.early, slow, skip, model)
+    return OrientedSize(choice.measure, choice.direction, choice.steps, choice.last, choice.early, slow, skip, model)
 
 
 def _earned(

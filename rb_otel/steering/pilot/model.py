@@ -9,8 +9,9 @@ The versions:
   SLOW/SKIP thresholds chosen from the fit's own out-of-fold scores, and ``trained``: what it was trained on;
 * ``pilot/3`` (a default fitted on several agents of one kind): the same file, the average of the model families,
   so its text weights come in more than one block, one per way of counting (``more_text``); none is shipped now;
-* ``pilot/size`` (each kind's shipped default, :func:`agent_relative_size`): no fitted weight, the agent-relative
-  size, written by ``make held-out`` with the kind's typical run as its prior.
+* ``pilot/size`` (each kind's shipped default, :func:`size_default`): no fitted weight, the run size
+  (:func:`run_size`) or the agent-relative size (:func:`agent_relative_size`), whichever the ship rule kept for
+  the kind, written by ``make held-out`` with the kind's typical run as its prior.
 """
 
 from __future__ import annotations
@@ -36,11 +37,15 @@ __all__ = [
     "PILOT_SIZE",
     "PILOT_V2",
     "PILOT_V3",
+    "RUN_SIZE_FEATURES",
     "SIGNED_FEATURES",
+    "SIZE_DEFAULTS",
     "SIZE_FEATURES",
     "PilotModel",
     "TextWeights",
     "agent_relative_size",
+    "run_size",
+    "size_default",
 ]
 
 #: ``rb.scorer`` of the shipped model (the version changes when the features or their meaning change).
@@ -49,8 +54,8 @@ PILOT_NAME = "pilot/1"
 PILOT_V2 = "pilot/2"
 #: ``rb.scorer`` of a kind's default fitted on several agents of that kind (:data:`DEFAULT_FOR_KIND`).
 PILOT_V3 = "pilot/3"
-#: ``rb.scorer`` of the agent-relative size (:func:`agent_relative_size`): no fitted weights, the default of a kind
-#: whose learned default does not clear the cold-start floor on harnesses it never saw.
+#: ``rb.scorer`` of a size default (:func:`size_default`): no fitted weights, the default of a kind whose learned
+#: default does not clear the cold-start floor on harnesses it never saw.
 PILOT_SIZE = "pilot/size"
 #: What the agent-relative size adds up: how far past this agent's finished runs the run already is in steps,
 #: characters written and its largest call (each the share of the agent's runs that had ended with less).
@@ -60,9 +65,10 @@ MODEL_FORMAT = "rb-otel pilot model/2"
 
 #: The model ``scorer="pilot"`` uses for each kind of agent (:mod:`rb_otel.steering.pilot.kinds`), a file of this
 #: package. A learned default must clear the cold-start floor on every agent of every harness left out of its fit
-#: (docs/signal.md, "A default pilot per kind"); where none does, the kind's default is the agent-relative size
-#: (:func:`agent_relative_size`, with the kind's typical run as its prior). Measured this round: no learned default
-#: clears it in either kind, so both kinds' default is the agent-relative size.
+#: (docs/signal.md, "A default pilot per kind"); where none does, the kind's default is the size default of
+#: :data:`SIZE_DEFAULTS` that meets the floor on more left-out agents (:func:`size_default`, with the kind's typical
+#: run as its prior). Measured this round: no learned default clears it in either kind; customer service's default
+#: is the run size, coding's the agent-relative size.
 DEFAULT_FOR_KIND: Mapping[str, str] = {
     CODING: "pilot_size_coding.json",
     CUSTOMER_SERVICE: "pilot_size_customer_service.json",
@@ -245,6 +251,26 @@ class PilotModel:
         return sigmoid(z)
 
 
+#: The features of :func:`run_size`: the same-prefix sizes themselves (log steps, characters and context so far).
+RUN_SIZE_FEATURES: tuple[str, ...] = ("size_steps", "size_chars", "size_context")
+#: The two label-free size defaults a kind can ship (``trained["size"]`` of their files): the ship rule keeps, per
+#: kind, the one that clears the cold-start floor on more left-out harnesses (docs/signal.md).
+SIZE_DEFAULTS = ("agent-relative", "run")
+
+#: Relative to the agent once it has runs: SLOW is the sustained score above the 0.85 quantile of what its earlier
+#: runs reached (longer and heavier than 85% of its runs ended), SKIP off, FAST never.
+_SIZE_FSM: Mapping[str, float] = {
+    "fast_threshold": 0.0,  # a short run so far is no sign of an easy one: never FAST
+    "slow_threshold": 0.8,
+    "skip_threshold": 1.0,
+    "hysteresis_margin": 0.05,
+    "fast_window": 6,
+    "slow_window": 3,
+    "skip_window": 8,
+    "slow_quantile": 0.85,
+}
+
+
 def agent_relative_size(prior: Mapping[str, float], *, trained: Mapping[str, Any] | None = None) -> PilotModel:
     """The agent-relative size as a model: the mean of :data:`SIZE_FEATURES` (each the share of this agent's
     finished runs, requests weighing alike, that had ended with less than this run has now; the prior's
@@ -255,20 +281,39 @@ def agent_relative_size(prior: Mapping[str, float], *, trained: Mapping[str, Any
         intercept=-3.0,
         weights=(2.0, 2.0, 2.0),
         prior=dict(prior),
-        fsm={
-            "fast_threshold": 0.0,  # a short run so far is no sign of an easy one: never FAST
-            "slow_threshold": 0.8,
-            "skip_threshold": 1.0,
-            "hysteresis_margin": 0.05,
-            "fast_window": 6,
-            "slow_window": 3,
-            "skip_window": 8,
-            "slow_quantile": 0.85,
-        },
+        fsm=dict(_SIZE_FSM),
         version=PILOT_SIZE,
         features=SIZE_FEATURES,
-        trained=dict(trained or {}),
+        trained={"size": "agent-relative", **(trained or {})},
     )
+
+
+def run_size(prior: Mapping[str, float], *, trained: Mapping[str, Any] | None = None) -> PilotModel:
+    """The run's own size as a model: the sum of :data:`RUN_SIZE_FEATURES` (log steps, characters and largest
+    call so far, the characters where a harness reports no tokens), each less its value for the kind's typical run
+    (the ``prior``'s medians), so a run of that size scores 0.5; no fitted weight. At a given step it ranks runs
+    as the sizes themselves do, with no tie and from the agent's first run, where the agent-relative size ties every
+    run still short of all the agent's finished ones. States as :func:`agent_relative_size`'s: SLOW relative to the
+    agent (above what 85% of its earlier runs reached), SKIP off, FAST never."""
+    centre = sum(
+        math.log1p(max(0.0, float(prior.get(f"median_{name}", 0.0)))) for name in ("steps", "chars", "context")
+    )
+    return PilotModel(
+        intercept=-centre,
+        weights=(1.0, 1.0, 1.0),
+        prior=dict(prior),
+        fsm=dict(_SIZE_FSM),
+        version=PILOT_SIZE,
+        features=RUN_SIZE_FEATURES,
+        trained={"size": "run", **(trained or {})},
+    )
+
+
+def size_default(which: str, prior: Mapping[str, float], *, trained: Mapping[str, Any] | None = None) -> PilotModel:
+    """The label-free size default ``which`` (one of :data:`SIZE_DEFAULTS`) with ``prior``."""
+    if which not in SIZE_DEFAULTS:
+        raise ValueError(f"size default {which!r}: one of {', '.join(SIZE_DEFAULTS)}")
+    return (agent_relative_size if which == "agent-relative" else run_size)(prior, trained=trained)
 
 
 def sigmoid(z: float) -> float:

@@ -125,18 +125,19 @@ def test_too_few_runs_of_an_outcome_earn_no_model() -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.integers(20, 2000)), min_size=40, max_size=70))
-def test_whatever_it_writes_ranks_its_own_runs_better_than_chance(outcomes: list[tuple[bool, int]]) -> None:
-    runs = [_run(i, failed, chars=chars, steps=10) for i, (failed, chars) in enumerate(outcomes)]
+@given(st.lists(st.tuples(st.booleans(), st.integers(20, 2000), st.integers(3, 25)), min_size=40, max_size=70))
+def test_whatever_it_writes_ranks_its_own_runs_live_as_it_measured_them(outcomes: list[tuple[bool, int, int]]) -> None:
+    runs = [_run(i, failed, chars=chars, steps=steps) for i, (failed, chars, steps) in enumerate(outcomes)]
     size = oriented_size(runs, agent="coder|m", kind="coding")
     if size is None:
         return
-    scorer_scores = []
+    last_scores = []
     for run in runs:
         scorer = PilotRun(size.model, BaselineCache(MemorySummaryStore()), "fresh|m")
-        scorer_scores.append([scorer.score(step) for step in run.steps][-1])
+        last_scores.append([scorer.score(step) for step in run.steps][-1])
     assert size.last > 0.5
-    assert auroc([r.failed for r in runs], scorer_scores) > 0.5
+    # a worker's scores rank the runs exactly as the choice measured them (its size and steps, as the pilot counts)
+    assert auroc([r.failed for r in runs], last_scores) == pytest.approx(size.last, abs=1e-9)
 
 
 def test_below_a_trusted_fit_the_watcher_writes_the_oriented_size_and_a_worker_scores_by_it(tmp_path: Path) -> None:

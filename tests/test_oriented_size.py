@@ -53,10 +53,14 @@ def test_the_labels_choose_the_size_and_its_direction() -> None:
     assert all(s > lo for s, lo in zip(scores["r999"], scores["r998"], strict=True))
 
 
+def _write_less_and_go_on_longer(n: int = MIN_LABELS) -> list[LabelledRun]:
+    """gpt-5-mini's shape: its failing runs write less at each step, and end far later (so more in all by the end)."""
+    return [_run(i, i % 3 == 0, chars=80 if i % 3 == 0 else 400, steps=80 if i % 3 == 0 else 12 + i % 3)
+            for i in range(n)]  # fmt: skip
+
+
 def test_an_agent_whose_failing_runs_write_less_early_and_go_on_longer_is_ranked_by_both() -> None:
-    # gpt-5-mini's shape: its failing runs write less at each step, and end far later (so more in all by the end)
-    runs = [_run(i, i % 3 == 0, chars=80 if i % 3 == 0 else 400, steps=80 if i % 3 == 0 else 12 + i % 3)
-            for i in range(MIN_LABELS)]  # fmt: skip
+    runs = _write_less_and_go_on_longer()
     size = oriented_size(runs, agent="coder|m", kind="coding")
     assert size is not None
     assert (size.measure, size.direction) == ("size_chars", -1) and size.steps > 0
@@ -168,6 +172,31 @@ def test_below_a_trusted_fit_the_watcher_writes_the_oriented_size_and_a_worker_s
     watcher.poll()
     assert models.model("coder|m") is None
     assert any("withdrew its model" in line for line in lines)
+
+
+def test_a_size_with_its_steps_reaches_a_worker_through_the_store_as_it_was_chosen(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    models = model_store_of(open_summary_store(url))
+    assert models is not None
+    runs = _write_less_and_go_on_longer()
+    watcher = Watcher(["x"], models, read=lambda paths, **_: Dataset(runs=list(runs)), say=lambda line: None)
+    (fit,) = watcher.poll()
+    assert fit.publishes and "with more steps" in fit.line()
+    stored = models.model("coder|m")
+    assert stored is not None and stored.pilot is not None
+    assert stored.pilot.features == ("size_chars", "size_steps") and stored.model["trained"]["steps_weight"] > 0
+    scorer = PilotScorer(baselines=url)
+    assert scorer.models is not None
+    scorer.models.refresh_s = 0.2
+    wait_until(lambda: scorer.name_for("coding", "coder|m") == "pilot/agent-size:coder|m@50", timeout=60,
+               what="the oriented size with its steps")  # fmt: skip
+    scores = {}
+    for run in (_run(999, True, chars=80, steps=80), _run(998, False, chars=400, steps=12)):
+        worker = scorer.start_run("coder|m", kind="coding")
+        scores[run.failed] = [worker.score(step) for step in run.steps]
+        worker.finish()
+    scorer.models.close()
+    assert scores[True][9] > scores[False][9] and scores[True][-1] > scores[False][-1]
 
 
 def test_fit_agent_tells_why_no_fit_was_trusted_beside_the_size_it_wrote() -> None:

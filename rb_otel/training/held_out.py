@@ -207,17 +207,19 @@ def _early(probabilities: Sequence[Sequence[float]], y: Sequence[bool], going: S
 
 
 def size_probabilities(
-    held: list[LabelledRun], prior: dict[str, float], *, requests: bool = False, size: str = "agent-relative"
-) -> list[list[float]]:
-    """Each run's score, step by step, under a label-free size default (``size``, one of
-    :data:`~rb_otel.steering.pilot.model.SIZE_DEFAULTS`: no fit, the ``prior`` the kind's typical run), with the
-    live view."""
-    from rb_otel.steering.pilot.model import size_default
+    held: list[LabelledRun], prior: dict[str, float], *, requests: bool = False
+) -> dict[str, list[list[float]]]:
+    """Each run's score, step by step, under each label-free size default (:data:`~rb_otel.steering.pilot.model.
+    SIZE_DEFAULTS`: no fit, the ``prior`` the kind's typical run), with the live view (extracted once for all)."""
+    from rb_otel.steering.pilot.model import SIZE_DEFAULTS, size_default
 
     scored = extract(held, prior, requests=requests)
-    model = size_default(size, prior)
-    logits = model.intercept + scored.dense[:, list(model.columns)] @ np.asarray(model.weights, dtype=np.float64)
-    return scored.probabilities(np.asarray(logits, dtype=np.float64))
+    out = {}
+    for size in SIZE_DEFAULTS:
+        model = size_default(size, prior)
+        logits = model.intercept + scored.dense[:, list(model.columns)] @ np.asarray(model.weights, dtype=np.float64)
+        out[size] = scored.probabilities(np.asarray(logits, dtype=np.float64))
+    return out
 
 
 def held_out_agent(
@@ -255,8 +257,8 @@ def scored_agent(
     y = [r.failed for r in held]
     going = [i for i, r in enumerate(held) if len(r.steps) >= EARLY_STEP]
     train_going = [r for r in train if len(r.steps) >= EARLY_STEP]
-    size = size_probabilities(held, side.prior, requests=side.requests)
-    run_size = size_probabilities(held, side.prior, requests=side.requests, size="run")
+    sizes = size_probabilities(held, side.prior, requests=side.requests)
+    size, run_size = sizes["agent-relative"], sizes["run"]
     return HeldOutAgent(
         agent=agent,
         runs=len(held),

@@ -277,15 +277,7 @@ def agent_relative_size(prior: Mapping[str, float], *, trained: Mapping[str, Any
     exponential before the agent has runs) on a logit scale, no fitted weight; SLOW relative to the agent (the
     sustained score above the 0.85 quantile of what its earlier runs reached: longer and heavier than 85% of its
     runs ended), SKIP off, FAST never. ``prior``: what a new agent's runs are expected to add up to."""
-    return PilotModel(
-        intercept=-3.0,
-        weights=(2.0, 2.0, 2.0),
-        prior=dict(prior),
-        fsm=dict(_SIZE_FSM),
-        version=PILOT_SIZE,
-        features=SIZE_FEATURES,
-        trained={"size": "agent-relative", **(trained or {})},
-    )
+    return _size_model("agent-relative", SIZE_FEATURES, (2.0, 2.0, 2.0), intercept=-3.0, prior=prior, trained=trained)
 
 
 def run_size(prior: Mapping[str, float], *, trained: Mapping[str, Any] | None = None) -> PilotModel:
@@ -295,18 +287,9 @@ def run_size(prior: Mapping[str, float], *, trained: Mapping[str, Any] | None = 
     as the sizes themselves do, with no tie and from the agent's first run, where the agent-relative size ties every
     run still short of all the agent's finished ones. States as :func:`agent_relative_size`'s: SLOW relative to the
     agent (above what 85% of its earlier runs reached), SKIP off, FAST never."""
-    centre = sum(
-        math.log1p(max(0.0, float(prior.get(f"median_{name}", 0.0)))) for name in ("steps", "chars", "context")
-    )
-    return PilotModel(
-        intercept=-centre,
-        weights=(1.0, 1.0, 1.0),
-        prior=dict(prior),
-        fsm=dict(_SIZE_FSM),
-        version=PILOT_SIZE,
-        features=RUN_SIZE_FEATURES,
-        trained={"size": "run", **(trained or {})},
-    )
+    typical = (float(prior.get(f"median_{name}", 0.0)) for name in ("steps", "chars", "context"))
+    centre = sum(math.log1p(max(0.0, value)) for value in typical)
+    return _size_model("run", RUN_SIZE_FEATURES, (1.0, 1.0, 1.0), intercept=-centre, prior=prior, trained=trained)
 
 
 def size_default(which: str, prior: Mapping[str, float], *, trained: Mapping[str, Any] | None = None) -> PilotModel:
@@ -314,6 +297,27 @@ def size_default(which: str, prior: Mapping[str, float], *, trained: Mapping[str
     if which not in SIZE_DEFAULTS:
         raise ValueError(f"size default {which!r}: one of {', '.join(SIZE_DEFAULTS)}")
     return (agent_relative_size if which == "agent-relative" else run_size)(prior, trained=trained)
+
+
+def _size_model(
+    size: str,
+    features: tuple[str, ...],
+    weights: tuple[float, ...],
+    *,
+    intercept: float,
+    prior: Mapping[str, float],
+    trained: Mapping[str, Any] | None,
+) -> PilotModel:
+    """A size default: no fitted weight, the states of :data:`_SIZE_FSM`, ``trained["size"]`` naming it."""
+    return PilotModel(
+        intercept=intercept,
+        weights=weights,
+        prior=dict(prior),
+        fsm=dict(_SIZE_FSM),
+        version=PILOT_SIZE,
+        features=features,
+        trained={"size": size, **(trained or {})},
+    )
 
 
 def sigmoid(z: float) -> float:

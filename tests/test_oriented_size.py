@@ -4,8 +4,10 @@ written to the store as ``pilot/agent-size:<key>@<n>``, with SLOW and SKIP where
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
+import numpy as np
 import pytest
 from components import wait_until
 from hypothesis import given, settings
@@ -19,9 +21,10 @@ from rb_otel.evaluation.metrics import auroc
 from rb_otel.steering.fsm import DifficultyFSM
 from rb_otel.steering.pilot import MemorySummaryStore, PilotRun, pilot_fsm_thresholds
 from rb_otel.steering.scoring import ScorerStep
+from rb_otel.training import oriented_size as oriented_size_module
 from rb_otel.training.dataset import Dataset, LabelledRun
-from rb_otel.training.oriented_size import MIN_EACH, oriented_size
-from rb_otel.training.thresholds import SKIP_OFF, fsm_states
+from rb_otel.training.oriented_size import JUDGE, MIN_EACH, STEPS_WEIGHTS, oriented_size
+from rb_otel.training.thresholds import SKIP_OFF, fsm_states, holding_bound
 from rb_otel.training.watch import MIN_LABELS, Watcher, fit_agent
 
 
@@ -74,6 +77,22 @@ def test_an_agent_whose_failing_runs_write_less_early_and_go_on_longer_is_ranked
         scores[run.failed] = [scorer.score(step) for step in run.steps]
     assert scores[True][9] > scores[False][9]  # at step 10, by the characters alone (both have taken ten steps)
     assert scores[True][-1] > scores[False][-1]  # at the end, the steps outweigh the characters written
+
+
+def test_the_heaviest_steps_weight_keeps_the_scores_apart_where_thresholds_are_chosen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the sum is divided by 1 + the steps weight: undivided, a weight of 16 put every step past the agent's usual
+    # length at a probability of 1.0 (or within the 1e-6 that thresholds are chosen to), so no SKIP threshold could
+    # sit between a run that goes on a little longer and one that goes on and on
+    monkeypatch.setattr(oriented_size_module, "STEPS_WEIGHTS", (max(STEPS_WEIGHTS),))
+    size = oriented_size(_write_less_and_go_on_longer(), agent="coder|m", kind="coding")
+    assert size is not None and size.steps == 16
+    scorer = PilotRun(size.model, BaselineCache(MemorySummaryStore()), "fresh|m")
+    scores = [scorer.score(step) for step in _run(999, True, chars=80, steps=80).steps]
+    late = scores[20:]
+    assert all(b - a > 1e-6 for a, b in itertools.pairwise(late))  # every later step a little higher
+    assert late[-1] < 0.999
 
 
 def test_an_unearned_state_is_never_entered_and_nothing_makes_it_relative_again() -> None:
@@ -212,3 +231,18 @@ def test_each_kind_gets_a_whole_preset(kind: str) -> None:
     assert {"fast_threshold", "slow_threshold", "skip_threshold", "hysteresis_margin"} <= set(size.model.fsm)
     thresholds = pilot_fsm_thresholds(size.model)
     DifficultyFSM(**thresholds)  # a preset the state machine takes
+
+
+def test_the_cross_fitted_false_stops_are_judged_by_the_stricter_bound_the_oriented_size_asks_for() -> None:
+    # 100 failing runs end high (0.97); of 300 successful runs, three in three folds end a little lower (0.96, 0.965,
+    # 0.968). A fold's thresholds sit at the lowest successful peak its training side can afford to stop, so the
+    # folds holding the two higher ones stop them out of fold: 2 false stops in 300, within the 2% budget by the
+    # Wilson bound at z = 1 (1.3%), not at z = 2 (2.5%)
+    runs = [_run(i, i < 100, chars=300) for i in range(400)]
+    ends = {**dict.fromkeys(range(100), 0.97), 100: 0.96, 101: 0.965, 102: 0.968}
+    probabilities = [[0.1] * 4 + [ends[i]] * 8 if i in ends else [0.1] * 12 for i in range(400)]
+    folds = np.arange(400) % 5
+    loose, _ = holding_bound(runs, probabilities, folds, 0.02, (1.0,), judge=1.0)
+    strict, states = holding_bound(runs, probabilities, folds, 0.02, (1.0,), judge=JUDGE)
+    assert loose == 1.0 and strict is None
+    assert not any("SKIP" in s for s in states)  # with SKIP off, no run reaches it

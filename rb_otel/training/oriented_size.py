@@ -10,8 +10,11 @@ gives up, or transfers the customer early), and a size that points the wrong way
 So the labels choose, among the same-prefix sizes the figures compare with (the characters written so far and
 the largest call so far; the pilot's ``size_chars`` and ``size_context``), the one that separates this agent's
 failing runs from its successful ones best, its direction, and how much the steps taken so far weigh beside it
-(``size_steps``, one of :data:`STEPS_WEIGHTS`, 0 included); the score is a logistic curve of that sum, each part
-standardised on the agent's runs and centred on its median run, so a run of median size and length scores 0.5.
+(``size_steps``, one of :data:`STEPS_WEIGHTS`, 0 included); the score is a logistic curve of that sum divided by
+1 + the steps weight (the two weigh as a weighted mean), each part standardised on the agent's runs and centred on
+its median run, so a run of median size and length scores 0.5. Undivided, a heavy steps weight put every late
+step at a probability of 1.0, where no threshold can tell a run that goes on a little longer from one that goes
+on and on, and the scores of the models an agent has in turn could not be compared.
 The steps are never chosen alone: at a given step every run has taken as many, so they cannot rank runs early
 (on the development agents, choosing them for the last step cost more at step 10 than it gained at the end).
 Beside a size they change nothing at step 10 and can sharpen the end, which matters where the two point apart:
@@ -25,8 +28,9 @@ than one standard error (Hanley and McNeil's).
 SLOW and SKIP are earned as a fit's are, on a cross-fitted record: task-grouped folds, each fold's runs scored
 by the size chosen (measure, direction, steps weight, centres) on the other folds, the thresholds of each fold
 chosen on the others' scores (:func:`~rb_otel.training.thresholds.holding_bound`, its bound from z = 2:
-:data:`STRICTNESS`), and :func:`~rb_otel.training.earned.earned_states` on what stopping at them did. A size that
-points the other way (shorter runs fail) starts every run high, so its record earns neither.
+:data:`STRICTNESS`; the false stops those thresholds make, judged by the bound at z = 2: :data:`JUDGE`), and
+:func:`~rb_otel.training.earned.earned_states` on what stopping at them did. A size that points the other way
+(shorter runs fail) starts every run high, so its record earns neither.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from rb_otel.training.earned import earned_states, run_traces, with_states
 from rb_otel.training.features import PrefixData, extract, prior_of
 from rb_otel.training.thresholds import choose_fsm, holding_bound
 
-__all__ = ["BASIS", "MEASURES", "MIN_EACH", "STRICTNESS", "OrientedSize", "oriented_size"]
+__all__ = ["BASIS", "JUDGE", "MEASURES", "MIN_EACH", "STRICTNESS", "OrientedSize", "oriented_size"]
 
 #: ``trained["basis"]`` of a model this module builds (what a stored record's name is read from).
 BASIS = ORIENTED_SIZE
@@ -76,6 +80,11 @@ FOLDS = 5
 #: agents, a bound from z = 1 let SKIP on for gpt-5-mini in two orders of three, and it then stopped 4.8% and 5.8%
 #: of the later successful runs. Chosen after that replay, and said so in docs/learning.md.
 STRICTNESS = (2.0, 3.0)
+#: The Wilson ``z`` the cross-fitted false stops are judged by (a fit's record is judged at 1). Once the steps
+#: weight no longer pushed the scores to 1.0 (the sum is divided by 1 + its weight), the record judged at z = 1 let
+#: SKIP on for gpt-5-mini in every order of the replay, and it stopped 2.2% to 3.0% of the later successful runs:
+#: the choice among bounds and holds is itself a choice made on those folds. Chosen after that replay too.
+JUDGE = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +130,7 @@ class _Choice:
         column = data.dense[:, FEATURES.index(self.measure)]
         taken = data.dense[:, FEATURES.index(STEPS)]
         return (self.direction * (column - self.centre) / self.spread
-                + self.steps * (taken - self.steps_centre) / self.steps_spread)  # fmt: skip
+                + self.steps * (taken - self.steps_centre) / self.steps_spread) / (1.0 + self.steps)  # fmt: skip
 
 
 def _choose(data: PrefixData, failed: NDArray[np.bool_], chosen_on: NDArray[np.bool_]) -> _Choice:
@@ -184,12 +193,13 @@ def oriented_size(
             "early": None if math.isnan(choice.early) else round(choice.early, 4),
         },
     }
+    scale = 1.0 + choice.steps
     features: tuple[str, ...] = (choice.measure,)
-    weights: tuple[float, ...] = (choice.direction / choice.spread,)
-    intercept = -choice.direction * choice.centre / choice.spread
+    weights: tuple[float, ...] = (choice.direction / choice.spread / scale,)
+    intercept = -choice.direction * choice.centre / choice.spread / scale
     if choice.steps:
-        features, weights = (*features, STEPS), (*weights, choice.steps / choice.steps_spread)
-        intercept -= choice.steps * choice.steps_centre / choice.steps_spread
+        features, weights = (*features, STEPS), (*weights, choice.steps / choice.steps_spread / scale)
+        intercept -= choice.steps * choice.steps_centre / choice.steps_spread / scale
     model = PilotModel(intercept=intercept, weights=weights, prior=prior, fsm=fsm, version="pilot/agent-size",
                        features=features, trained=trained)  # fmt: skip
     model = with_states(model, agent, len(runs), slow, skip)
@@ -214,7 +224,7 @@ def _earned(
         rows = folds[data.run] == fold
         logits[rows] = others.logits(data)[rows]
     probabilities = data.probabilities(logits)
-    strictness, states = holding_bound(runs, probabilities, folds, max_false_stops, STRICTNESS)
+    strictness, states = holding_bound(runs, probabilities, folds, max_false_stops, STRICTNESS, judge=JUDGE)
     traces = run_traces(runs, probabilities, states)
     record = [stopping(traces, "SKIP", at_first_state("SKIP")), stopping(traces, "SLOW", at_first_state("SLOW"))]
     slow, skip = earned_states(record, strictness is not None)

@@ -191,17 +191,19 @@ def holding_bound(
     folds: NDArray[np.int64],
     max_false_stops: float,
     strictness: Sequence[float] = BOUND_STRICTNESS,
+    *,
+    judge: float = 1.0,
 ) -> tuple[float | None, list[list[str]]]:
     """The least strict bound under which SKIP keeps the budget on runs its thresholds never saw (the Wilson
-    upper bound, z = 1, of the cross-fitted false stops within ``max_false_stops``) and still stops a useful share
-    of the failing runs; ``None`` (SKIP off) when none does. Returns it with the cross-fitted states it gives
-    (with SKIP off, the states SKIP off gives)."""
+    upper bound, z = ``judge``, of the cross-fitted false stops within ``max_false_stops``) and still stops a
+    useful share of the failing runs; ``None`` (SKIP off) when none does. Returns it with the cross-fitted states
+    it gives (with SKIP off, the states SKIP off gives)."""
     ok = [i for i, r in enumerate(runs) if not r.failed]
     bad = [i for i, r in enumerate(runs) if r.failed]
     for z in strictness:
         states = cross_fitted_states(runs, probabilities, folds, max_false_stops, z)
         stops = sum("SKIP" in states[i] for i in ok)
         stopped = sum("SKIP" in states[i] for i in bad) / max(len(bad), 1)
-        if wilson_upper(stops, len(ok)) <= max_false_stops and stopped >= MIN_USEFUL_STOPS:
+        if wilson_upper(stops, len(ok), judge) <= max_false_stops and stopped >= MIN_USEFUL_STOPS:
             return z, states
     return None, cross_fitted_states(runs, probabilities, folds, max_false_stops, None)

@@ -126,11 +126,23 @@ class _Choice:
     steps_centre: float
     steps_spread: float
 
+    def linear(self) -> tuple[tuple[str, ...], tuple[float, ...], float]:
+        """The score's features, weights and intercept (its logit is the intercept plus the weighted features): the
+        size in its direction and the steps, each standardised, the steps weighed :attr:`steps` to the size's 1,
+        the sum divided by 1 + :attr:`steps`. The written model and the cross-fitted record both score by it."""
+        scale = 1.0 + self.steps
+        features: tuple[str, ...] = (self.measure,)
+        weights: tuple[float, ...] = (self.direction / self.spread / scale,)
+        intercept = -self.direction * self.centre / self.spread / scale
+        if self.steps:
+            features, weights = (*features, STEPS), (*weights, self.steps / self.steps_spread / scale)
+            intercept -= self.steps * self.steps_centre / self.steps_spread / scale
+        return features, weights, intercept
+
     def logits(self, data: PrefixData) -> NDArray[np.float64]:
-        column = data.dense[:, FEATURES.index(self.measure)]
-        taken = data.dense[:, FEATURES.index(STEPS)]
-        return (self.direction * (column - self.centre) / self.spread
-                + self.steps * (taken - self.steps_centre) / self.steps_spread) / (1.0 + self.steps)  # fmt: skip
+        features, weights, intercept = self.linear()
+        columns = [FEATURES.index(f) for f in features]
+        return np.asarray(intercept + data.dense[:, columns] @ np.asarray(weights, dtype=np.float64), dtype=np.float64)
 
 
 def _choose(data: PrefixData, failed: NDArray[np.bool_], chosen_on: NDArray[np.bool_]) -> _Choice:
@@ -193,13 +205,7 @@ def oriented_size(
             "early": None if math.isnan(choice.early) else round(choice.early, 4),
         },
     }
-    scale = 1.0 + choice.steps
-    features: tuple[str, ...] = (choice.measure,)
-    weights: tuple[float, ...] = (choice.direction / choice.spread / scale,)
-    intercept = -choice.direction * choice.centre / choice.spread / scale
-    if choice.steps:
-        features, weights = (*features, STEPS), (*weights, choice.steps / choice.steps_spread / scale)
-        intercept -= choice.steps * choice.steps_centre / choice.steps_spread / scale
+    features, weights, intercept = choice.linear()
     model = PilotModel(intercept=intercept, weights=weights, prior=prior, fsm=fsm, version="pilot/agent-size",
                        features=features, trained=trained)  # fmt: skip
     model = with_states(model, agent, len(runs), slow, skip)

@@ -392,10 +392,23 @@ class Count:
         return next((s for s, n in self.arrived_traces.get(run.trace, []) if n.startswith("invoke_agent")), "")
 
     def _overhead(self, fault: Fault) -> tuple[float | None, float | None]:
-        """Median run time and mean CPU per run during the fault, over the same in the time just before it."""
+        """Median run time and mean CPU per run during the fault, over the same in the time around it: a window as
+        long as the fault (5 to 20 s) just before it and one just after it (up to the next fault). Both sides, so
+        that a machine whose load changes while the chaos runs (another suite beside it) moves the baseline with
+        the fault window rather than against it."""
         length = min(max(fault.end - fault.start, 5.0), 20.0)
+        later = [f.start for f in self.faults if f.start >= fault.end]
+        after_end = min([fault.end + length, *later])
         during = [r for r in self.runs.values() if r.end and fault.start <= r.start and r.end <= fault.end]
-        before = [r for r in self.runs.values() if r.end and fault.start - length <= r.start and r.end < fault.start]
+        before = [
+            r
+            for r in self.runs.values()
+            if r.end
+            and (
+                (fault.start - length <= r.start and r.end < fault.start)
+                or (fault.end < r.start and r.end <= after_end)
+            )
+        ]
         if len(during) < 5 or len(before) < 5:
             return None, None
         wall = statistics.median(r.seconds or 0 for r in during) / statistics.median(r.seconds or 0 for r in before)
